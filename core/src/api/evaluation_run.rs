@@ -1,0 +1,611 @@
+//! The `EvaluationRun` custom resource (`lightsout.dev/v1alpha1`).
+//!
+//! The Rust types are the single source of truth: `lightsout crdgen` derives
+//! `crds/evaluationrun.yaml` from them, and the CEL rules declared here are evaluated both by
+//! the API server at apply time and by the CLI before a local run (see [`crate::validate`]).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Regex an exact harness version must match: digits-and-dots with an optional pre-release or
+/// build suffix. Ranges (`^1.2`, `~1`, `1.x`, `*`) and tags (`latest`, `next`) do not match.
+pub const PINNED_VERSION_PATTERN: &str = r"^v?[0-9]+(\.[0-9]+){0,3}([-+][0-9A-Za-z][0-9A-Za-z.-]*)?$";
+
+/// Regex a duration field must match (`90s`, `30m`, `1h30m`).
+pub const DURATION_PATTERN: &str = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$";
+
+/// What to evaluate, on which tasks, with which models and judges, within which limits.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "lightsout.dev",
+    version = "v1alpha1",
+    kind = "EvaluationRun",
+    plural = "evaluationruns",
+    shortname = "evalrun",
+    category = "lightsout",
+    namespaced,
+    status = "EvaluationRunStatus",
+    derive = "PartialEq",
+    printcolumn(name = "Complete", type_ = "string", json_path = ".status.conditions[?(@.type==\"Complete\")].status"),
+    printcolumn(name = "Succeeded", type_ = "integer", json_path = ".status.trials.succeeded"),
+    printcolumn(name = "Total", type_ = "integer", json_path = ".status.trials.total"),
+    printcolumn(name = "Spend USD", type_ = "number", json_path = ".status.spend.totalUSD"),
+    printcolumn(name = "Score", type_ = "string", json_path = ".status.headline"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[x_kube(
+    validation = Rule::new("self.matrix.models.all(m, m.provider in self.providers)").message("every matrix.models[].provider must be declared in spec.providers"),
+    validation = Rule::new("!has(self.judges) || !has(self.judges.panel) || self.judges.panel.all(j, j.provider in self.providers)").message("every judges.panel[].provider must be declared in spec.providers"),
+    validation = Rule::new("has(self.agent.harness) || has(self.matrix.harnesses)").message("set agent.harness or matrix.harnesses"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct EvaluationRunSpec {
+    /// The tasks to evaluate on.
+    pub dataset: DatasetSpec,
+    /// How each trial's agent runs; matrix axes override the matching field.
+    pub agent: AgentSpec,
+    /// The axes whose cross product forms the variants, and the repeats of each.
+    pub matrix: MatrixSpec,
+    /// The judge panel that votes on findings.
+    #[serde(default)]
+    pub judges: JudgesSpec,
+    /// Model endpoints by name, referenced by `matrix.models[].provider` and `judges.panel[].provider`.
+    #[serde(default)]
+    #[schemars(extend("maxProperties" = 32))]
+    pub providers: BTreeMap<String, ProviderSpec>,
+    /// Where results go.
+    pub storage: StorageSpec,
+    /// Trials running at once.
+    #[serde(default = "default_parallelism")]
+    #[x_kube(validation = Rule::new("self >= 1").message("parallelism must be at least 1"))]
+    pub parallelism: i32,
+    /// Attempts for infrastructure failures (image pull, eviction, storage outage, provider 5xx).
+    /// Agent failures are a trial's result and are never retried.
+    #[serde(default = "default_retries")]
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 20").message("retries must be between 0 and 20"))]
+    pub retries: i32,
+    /// Spending limits.
+    #[serde(default)]
+    pub budget: BudgetSpec,
+    /// Stops new trials from starting; running trials finish.
+    #[serde(default)]
+    pub suspend: bool,
+    /// Kueue LocalQueue to submit trial Jobs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_name: Option<String>,
+    /// Where trial pods may be scheduled.
+    #[serde(default)]
+    pub placement: PlacementSpec,
+}
+
+fn default_parallelism() -> i32 {
+    4
+}
+fn default_retries() -> i32 {
+    2
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+pub enum DatasetFormat {
+    /// SWE-PRBench records: human review comments as ground truth.
+    #[serde(rename = "swe-prbench")]
+    SwePrBench,
+    /// CRBugBench-style tasks: ground-truth bugs per reviewed change.
+    #[serde(rename = "crbugbench")]
+    CrBugBench,
+    /// Lightsout's own task records, one JSON object per line.
+    #[serde(rename = "jsonl")]
+    Jsonl,
+}
+
+impl DatasetFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DatasetFormat::SwePrBench => "swe-prbench",
+            DatasetFormat::CrBugBench => "crbugbench",
+            DatasetFormat::Jsonl => "jsonl",
+        }
+    }
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DatasetSpec {
+    pub format: DatasetFormat,
+    /// `file://path` (relative paths are taken from the current directory) or `s3://bucket/key`.
+    /// For `swe-prbench`, the path of `tasks.jsonl`; annotation and context files are looked up
+    /// beside it (`annotations/<task_id>_human.json`, `contexts/config_X/<task_id>.json`).
+    #[x_kube(validation = Rule::new("self.startsWith('file://') || self.startsWith('s3://')").message("dataset.source must start with file:// or s3://"))]
+    pub source: String,
+    /// The S3 endpoint and credentials for an `s3://` source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Connection>,
+    /// Keeps only the tasks that match every non-empty list.
+    #[serde(default)]
+    pub filter: TaskFilter,
+    /// A seeded random sample of the filtered tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<SampleSpec>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskFilter {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub languages: Vec<String>,
+    /// SWE-PRBench difficulty (`Type1_Direct`, `Type2_Contextual`, `Type3_Latent_Candidate`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub difficulties: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tracks: Vec<Track>,
+}
+
+impl TaskFilter {
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty() && self.languages.is_empty() && self.difficulties.is_empty() && self.tracks.is_empty()
+    }
+}
+
+/// When a CRBugBench bug was found: in review before merge, or by a later fix.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+pub enum Track {
+    #[serde(rename = "pre-merge")]
+    PreMerge,
+    #[serde(rename = "post-merge")]
+    PostMerge,
+}
+
+impl Track {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Track::PreMerge => "pre-merge",
+            Track::PostMerge => "post-merge",
+        }
+    }
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SampleSpec {
+    /// Tasks to keep; all of them when fewer match.
+    #[x_kube(validation = Rule::new("self >= 1").message("dataset.sample.n must be at least 1"))]
+    pub n: i64,
+    /// The same seed and dataset always give the same sample.
+    #[serde(default)]
+    pub seed: i64,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSpec {
+    /// The harness for every variant, unless `matrix.harnesses` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<HarnessRef>,
+    /// The review prompt for every variant, unless `matrix.prompts` is set.
+    #[serde(default = "PromptRef::default_preset")]
+    pub prompt: PromptRef,
+    /// The SWE-PRBench context configuration given to the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_config: Option<ContextConfig>,
+    /// Wall-clock limit of one trial (`90s`, `30m`, `1h30m`).
+    #[serde(default = "default_timeout")]
+    #[x_kube(validation = Rule::new("self != '' && self.matches('^([0-9]+h)?([0-9]+m)?([0-9]+s)?$')").message("agent.timeout must be a duration such as 90s, 30m or 1h30m"))]
+    pub timeout: String,
+    /// Model turns the harness may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1").message("agent.maxTurns must be at least 1"))]
+    pub max_turns: Option<i32>,
+    /// CPU and memory of each trial's agent container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+fn default_timeout() -> String {
+    "30m".to_string()
+}
+
+/// A harness at an exact version.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct HarnessRef {
+    pub name: HarnessName,
+    /// An exact version (`0.63.0`), never a tag or range: the run must be reproducible.
+    #[x_kube(validation = Rule::new("self.matches('^v?[0-9]+(\\\\.[0-9]+){0,3}([-+][0-9A-Za-z][0-9A-Za-z.-]*)?$')").message("harness version must be pinned to an exact version such as 1.2.3 (not latest, a tag or a range)"))]
+    pub version: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+pub enum HarnessName {
+    /// Built in: one model call over the task's context, as SWE-PRBench does.
+    #[serde(rename = "single-shot")]
+    SingleShot,
+    /// `@openai/codex` from npm.
+    #[serde(rename = "codex")]
+    Codex,
+    /// `@anthropic-ai/claude-code` from npm.
+    #[serde(rename = "claude-code")]
+    ClaudeCode,
+    /// `@github/copilot` from npm.
+    #[serde(rename = "copilot-cli")]
+    CopilotCli,
+    /// `mini-swe-agent` from PyPI.
+    #[serde(rename = "mini-swe-agent")]
+    MiniSweAgent,
+}
+
+impl HarnessName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HarnessName::SingleShot => "single-shot",
+            HarnessName::Codex => "codex",
+            HarnessName::ClaudeCode => "claude-code",
+            HarnessName::CopilotCli => "copilot-cli",
+            HarnessName::MiniSweAgent => "mini-swe-agent",
+        }
+    }
+}
+
+/// A review prompt: a named preset or inline text, exactly one of them.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.preset) != has(self.inline)").message("a prompt sets exactly one of preset and inline"))]
+pub struct PromptRef {
+    /// `default` (ranked findings in review.md) or `swe-prbench` (a JSON array of findings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<PromptPreset>,
+    /// The prompt's full text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<String>,
+}
+
+impl PromptRef {
+    pub fn default_preset() -> Self {
+        PromptRef { preset: Some(PromptPreset::Default), inline: None }
+    }
+    /// A short, stable label for variant names.
+    pub fn label(&self) -> String {
+        match (&self.preset, &self.inline) {
+            (Some(p), _) => p.as_str().to_string(),
+            (None, Some(text)) => format!("inline-{}", &crate::hash::short_hash(text.as_bytes())[..8]),
+            (None, None) => "default".to_string(),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+pub enum PromptPreset {
+    #[serde(rename = "default")]
+    Default,
+    #[serde(rename = "swe-prbench")]
+    SwePrBench,
+}
+
+impl PromptPreset {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptPreset::Default => "default",
+            PromptPreset::SwePrBench => "swe-prbench",
+        }
+    }
+}
+
+/// SWE-PRBench context configurations: A = the diff, B = plus changed files, C = plus related files.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+pub enum ContextConfig {
+    #[serde(rename = "config_A")]
+    ConfigA,
+    #[serde(rename = "config_B")]
+    ConfigB,
+    #[serde(rename = "config_C")]
+    ConfigC,
+}
+
+impl ContextConfig {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContextConfig::ConfigA => "config_A",
+            ContextConfig::ConfigB => "config_B",
+            ContextConfig::ConfigC => "config_C",
+        }
+    }
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MatrixSpec {
+    /// Models under evaluation.
+    #[x_kube(validation = Rule::new("size(self) >= 1").message("matrix.models must list at least one model"))]
+    #[schemars(length(max = 64))]
+    pub models: Vec<ModelRef>,
+    /// Reasoning efforts; when absent, each model's provider default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("size(self) >= 1").message("matrix.reasoningEfforts, when set, must not be empty"))]
+    pub reasoning_efforts: Option<Vec<ReasoningEffort>>,
+    /// Prompts; when absent, `agent.prompt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("size(self) >= 1").message("matrix.prompts, when set, must not be empty"))]
+    pub prompts: Option<Vec<PromptRef>>,
+    /// Harnesses; when absent, `agent.harness`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("size(self) >= 1").message("matrix.harnesses, when set, must not be empty"))]
+    pub harnesses: Option<Vec<HarnessRef>>,
+    /// Trials per (variant, task).
+    #[serde(default = "default_repeats")]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 100").message("matrix.repeats must be between 1 and 100"))]
+    pub repeats: i32,
+}
+
+fn default_repeats() -> i32 {
+    1
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRef {
+    /// The provider's model name, e.g. `gpt-5.1` or `claude-sonnet-4-5`.
+    #[x_kube(validation = Rule::new("self != ''").message("a model name must not be empty"))]
+    pub name: String,
+    /// A key of `spec.providers`.
+    pub provider: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+    Xhigh,
+}
+
+impl ReasoningEffort {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::None => "none",
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+            ReasoningEffort::Xhigh => "xhigh",
+        }
+    }
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct JudgesSpec {
+    /// The judges; best from different model families.
+    #[serde(default)]
+    #[schemars(length(max = 9))]
+    pub panel: Vec<ModelRef>,
+    /// How the panel's votes decide a match.
+    #[serde(default)]
+    pub vote: VoteRule,
+    /// The cut-offs of recall@k.
+    #[serde(default = "default_k")]
+    #[x_kube(validation = Rule::new("size(self) >= 1 && self.all(k, k >= 1)").message("judges.k must list cut-offs of at least 1"))]
+    pub k: Vec<i32>,
+}
+
+impl Default for JudgesSpec {
+    fn default() -> Self {
+        JudgesSpec { panel: Vec::new(), vote: VoteRule::default(), k: default_k() }
+    }
+}
+
+fn default_k() -> Vec<i32> {
+    vec![1, 3, 5]
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VoteRule {
+    /// More than half of the valid votes; a tie is not a match.
+    #[default]
+    Majority,
+    /// Every valid vote.
+    Unanimous,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderSpec {
+    /// The API's base URL, e.g. `https://api.openai.com/v1`.
+    #[x_kube(validation = Rule::new("self.startsWith('http://') || self.startsWith('https://')").message("providers[].baseUrl must be an http:// or https:// URL"))]
+    pub base_url: String,
+    pub api_kind: ApiKind,
+    /// The Secret key that holds the API key (in the cluster). Only the worker's metering proxy
+    /// reads it; the agent never sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretKeyRef>,
+    /// The environment variable that holds the API key for `lightsout run` on one machine.
+    /// Defaults to `OPENAI_API_KEY` or `ANTHROPIC_API_KEY` by API kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+}
+
+impl ProviderSpec {
+    pub fn api_key_env(&self) -> &str {
+        match &self.api_key_env {
+            Some(name) => name,
+            None => self.api_kind.default_key_env(),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum ApiKind {
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+    #[serde(rename = "anthropic")]
+    Anthropic,
+}
+
+impl ApiKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiKind::OpenAiChat => "openai-chat",
+            ApiKind::OpenAiResponses => "openai-responses",
+            ApiKind::Anthropic => "anthropic",
+        }
+    }
+    pub fn default_key_env(self) -> &'static str {
+        match self {
+            ApiKind::OpenAiChat | ApiKind::OpenAiResponses => "OPENAI_API_KEY",
+            ApiKind::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+}
+
+/// A key of a Secret in the run's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    pub name: String,
+    pub key: String,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// `s3://bucket/prefix`, or `file://path` for runs on one machine.
+    #[x_kube(validation = Rule::new("self.startsWith('file://') || self.startsWith('s3://')").message("storage.results must start with file:// or s3://"))]
+    pub results: String,
+    /// The S3 endpoint and credentials for an `s3://` results URI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Connection>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct S3Connection {
+    /// Endpoint URL for S3-compatible stores; AWS when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// A Secret with `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+    /// Path-style addressing, needed by most S3-compatible servers.
+    #[serde(default)]
+    pub force_path_style: bool,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetSpec {
+    /// Stop starting trials when the run's spend (agents and judges) reaches this.
+    #[serde(default, rename = "maxUSD", skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self > 0.0").message("budget.maxUSD must be positive"))]
+    pub max_usd: Option<f64>,
+    /// Per-trial token limit; the metering proxy refuses further calls past it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1").message("budget.maxTrialTokens must be at least 1"))]
+    pub max_trial_tokens: Option<i64>,
+    /// Per-trial USD limit; the metering proxy refuses further calls past it.
+    #[serde(default, rename = "maxTrialUSD", skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self > 0.0").message("budget.maxTrialUSD must be positive"))]
+    pub max_trial_usd: Option<f64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementSpec {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+}
+
+/// Condition types of an EvaluationRun.
+pub mod condition {
+    pub const ACCEPTED: &str = "Accepted";
+    pub const PROGRESSING: &str = "Progressing";
+    pub const COMPLETE: &str = "Complete";
+    pub const FAILED: &str = "Failed";
+    pub const SUSPENDED: &str = "Suspended";
+    pub const BUDGET_EXCEEDED: &str = "BudgetExceeded";
+    pub const ALL: [&str; 6] = [ACCEPTED, PROGRESSING, COMPLETE, FAILED, SUSPENDED, BUDGET_EXCEEDED];
+}
+
+/// Most variants listed in status; all of them are in `summary.json`.
+pub const MAX_STATUS_VARIANTS: usize = 32;
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EvaluationRunStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Accepted, Progressing, Complete, Failed, Suspended, BudgetExceeded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    #[serde(default)]
+    pub trials: TrialCounts,
+    #[serde(default)]
+    pub spend: Spend,
+    /// The best variant's headline score, e.g. `recall@5=0.62 gpt-5.1/high`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headline: Option<String>,
+    /// At most 32 variants, best first; `summary.json` has all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub variants: Vec<VariantStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrialCounts {
+    pub total: i64,
+    pub pending: i64,
+    pub running: i64,
+    pub succeeded: i64,
+    /// Trials whose agent failed (timeout, crash, budget): a result, not retried.
+    pub failed: i64,
+    /// Trials that ran out of infrastructure retries; never scored.
+    pub infra_failed: i64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Spend {
+    #[serde(rename = "agentUSD")]
+    pub agent_usd: f64,
+    #[serde(rename = "judgeUSD")]
+    pub judge_usd: f64,
+    #[serde(rename = "totalUSD")]
+    pub total_usd: f64,
+    /// Calls whose model has no price in the pricing table; their cost is not in the totals.
+    #[serde(default)]
+    pub unpriced_calls: i64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VariantStatus {
+    pub name: String,
+    pub succeeded: i64,
+    pub failed: i64,
+    pub infra_failed: i64,
+    /// recall@k by k, over all tracks, as a decimal string.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub recall: BTreeMap<String, String>,
+    #[serde(rename = "costUSD")]
+    pub cost_usd: f64,
+}

@@ -1,0 +1,5 @@
+//! Kubernetes API types: what users `kubectl apply` and what the controller writes back.
+
+mod evaluation_run;
+
+pub use evaluation_run::*;
