@@ -3,5 +3,7 @@
 
 pub mod api;
 pub mod duration;
+pub mod dataset;
 pub mod hash;
+pub mod plan;
 pub mod validate;

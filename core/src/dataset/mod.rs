@@ -1,0 +1,77 @@
+//! Datasets: reading tasks and their ground truth from the supported formats, and choosing the
+//! tasks a run evaluates.
+//!
+//! A [`Task`] is what the agent may see; its [`GroundTruth`] is kept apart in [`LoadedTask`] so
+//! that no code path that prepares an agent's workspace can reach it by accident (invariant 2).
+
+mod crbugbench;
+mod lines;
+mod native;
+mod select;
+mod swe_prbench;
+mod task;
+
+use std::path::{Path, PathBuf};
+
+pub use lines::LineError;
+pub use select::select_tasks;
+pub use task::*;
+
+use crate::api::{DatasetFormat, DatasetSpec};
+
+/// The tasks of a dataset that parsed, and the lines that did not.
+#[derive(Debug, Default)]
+pub struct Dataset {
+    pub tasks: Vec<LoadedTask>,
+    /// Malformed lines, reported and skipped; the run goes on without them.
+    pub skipped: Vec<LineError>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error("dataset {path}: {source}")]
+    Unreadable { path: String, source: std::io::Error },
+    #[error("dataset {0}: no valid task ({1} malformed lines skipped)")]
+    NoValidTask(String, usize),
+    #[error("dataset source {0}: s3:// datasets are read by the worker's S3 store; on one machine use file://")]
+    UnsupportedSource(String),
+    #[error("dataset source {0}: must start with file:// or s3://")]
+    BadSource(String),
+}
+
+/// Where a `file://` source points. Relative paths are taken from the current directory.
+pub fn local_path(source: &str) -> Result<PathBuf, DatasetError> {
+    if let Some(path) = source.strip_prefix("file://") {
+        Ok(PathBuf::from(path))
+    } else if source.starts_with("s3://") {
+        Err(DatasetError::UnsupportedSource(source.to_string()))
+    } else {
+        Err(DatasetError::BadSource(source.to_string()))
+    }
+}
+
+/// Reads every task of the dataset the spec names (before filtering and sampling).
+pub fn load(spec: &DatasetSpec) -> Result<Dataset, DatasetError> {
+    let path = local_path(&spec.source)?;
+    load_file(spec.format, &path)
+}
+
+/// Reads a dataset file of the given format.
+pub fn load_file(format: DatasetFormat, path: &Path) -> Result<Dataset, DatasetError> {
+    let unreadable = |source| DatasetError::Unreadable { path: path.display().to_string(), source };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let reader = std::io::BufReader::new(file);
+    let dataset = match format {
+        DatasetFormat::CrBugBench => lines::read_records(reader, path, crbugbench::convert),
+        DatasetFormat::Jsonl => lines::read_records(reader, path, native::convert),
+        DatasetFormat::SwePrBench => {
+            let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+            lines::read_records(reader, path, |record| swe_prbench::convert(record, &dir))
+        }
+    }
+    .map_err(unreadable)?;
+    if dataset.tasks.is_empty() {
+        return Err(DatasetError::NoValidTask(path.display().to_string(), dataset.skipped.len()));
+    }
+    Ok(dataset)
+}

@@ -1,0 +1,221 @@
+//! Trial planning: variants × tasks × repeats → trials with stable identities, longest first.
+//!
+//! A variant is one combination of the matrix axes (model, reasoning effort, harness, prompt).
+//! A trial's identity hashes (variant, task, repeat) and nothing else — not its position, not
+//! the time, not the attempt — so re-planning the same spec always finds the same trials and a
+//! resumed or restarted run never duplicates or loses one (invariant 4).
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::{EvaluationRunSpec, HarnessRef, ModelRef, PromptRef, ReasoningEffort};
+use crate::dataset::Task;
+use crate::hash::short_hash_fields;
+
+/// One combination of the matrix axes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Variant {
+    /// Stable hash of the combination; the directory name of its results.
+    pub id: String,
+    /// Readable: `model[/effort]/harness@version/prompt`.
+    pub name: String,
+    pub model: ModelRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    pub harness: HarnessRef,
+    pub prompt: PromptRef,
+}
+
+impl Variant {
+    fn new(model: ModelRef, reasoning_effort: Option<ReasoningEffort>, harness: HarnessRef, prompt: PromptRef) -> Self {
+        let effort = reasoning_effort.map(|e| e.as_str()).unwrap_or("");
+        let prompt_key = match (&prompt.preset, &prompt.inline) {
+            (Some(preset), _) => format!("preset:{}", preset.as_str()),
+            (None, Some(text)) => format!("inline:{text}"),
+            (None, None) => "preset:default".to_string(),
+        };
+        let id = short_hash_fields(&[
+            &model.provider,
+            &model.name,
+            effort,
+            harness.name.as_str(),
+            &harness.version,
+            &prompt_key,
+        ]);
+        let mut name = model.name.clone();
+        if let Some(effort) = reasoning_effort {
+            name.push('/');
+            name.push_str(effort.as_str());
+        }
+        name.push_str(&format!("/{}@{}/{}", harness.name.as_str(), harness.version, prompt.label()));
+        Variant { id, name, model, reasoning_effort, harness, prompt }
+    }
+}
+
+/// The variants of a spec, in the order of its axes (models outermost).
+pub fn variants(spec: &EvaluationRunSpec) -> Vec<Variant> {
+    let efforts: Vec<Option<ReasoningEffort>> = match &spec.matrix.reasoning_efforts {
+        Some(list) => list.iter().copied().map(Some).collect(),
+        None => vec![None],
+    };
+    let harnesses: Vec<HarnessRef> = match (&spec.matrix.harnesses, &spec.agent.harness) {
+        (Some(list), _) => list.clone(),
+        (None, Some(harness)) => vec![harness.clone()],
+        (None, None) => Vec::new(),
+    };
+    let prompts: Vec<PromptRef> = spec.matrix.prompts.clone().unwrap_or_else(|| vec![spec.agent.prompt.clone()]);
+    let mut out = Vec::new();
+    for model in &spec.matrix.models {
+        for effort in &efforts {
+            for harness in &harnesses {
+                for prompt in &prompts {
+                    out.push(Variant::new(model.clone(), *effort, harness.clone(), prompt.clone()));
+                }
+            }
+        }
+    }
+    // Listing a value twice on an axis must not run it twice.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|v| seen.insert(v.id.clone()));
+    out
+}
+
+/// The stable identity of a trial.
+pub fn trial_id(variant_id: &str, task_id: &str, repeat: u32) -> String {
+    short_hash_fields(&[variant_id, task_id, &repeat.to_string()])
+}
+
+/// One trial: indices into the plan's variants and the task list it was planned from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedTrial {
+    pub id: String,
+    pub variant: u32,
+    pub task: u32,
+    pub repeat: u32,
+    /// Expected duration in milliseconds; the plan runs the longest first.
+    pub expected_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub variants: Vec<Variant>,
+    /// Longest expected first, so the last trials to start are short and nothing straggles.
+    pub trials: Vec<PlannedTrial>,
+}
+
+/// Expected duration when nothing is known of past runs: a fixed start-up cost plus a cost per
+/// byte of change to read. The absolute value matters only against known past durations.
+pub fn estimate_ms(task: &Task) -> u64 {
+    30_000 + task.expected_effort().saturating_mul(20)
+}
+
+/// Plans every (variant, task, repeat). `past_ms` gives a measured duration for a (variant id,
+/// task id) when an earlier run knows one; it takes precedence over the size estimate.
+pub fn plan(spec: &EvaluationRunSpec, tasks: &[Task], past_ms: impl Fn(&str, &str) -> Option<u64>) -> Plan {
+    let variants = variants(spec);
+    let repeats = spec.matrix.repeats.max(1) as u32;
+    let estimates: Vec<u64> = tasks.iter().map(estimate_ms).collect();
+    let mut trials = Vec::with_capacity(variants.len() * tasks.len() * repeats as usize);
+    for (vi, variant) in variants.iter().enumerate() {
+        for (ti, task) in tasks.iter().enumerate() {
+            let expected_ms = past_ms(&variant.id, &task.id).unwrap_or(estimates[ti]);
+            for repeat in 0..repeats {
+                trials.push(PlannedTrial {
+                    id: trial_id(&variant.id, &task.id, repeat),
+                    variant: vi as u32,
+                    task: ti as u32,
+                    repeat,
+                    expected_ms,
+                });
+            }
+        }
+    }
+    // Ties break on the id so the order is a function of the spec and the tasks alone.
+    trials.sort_unstable_by(|a, b| b.expected_ms.cmp(&a.expected_ms).then_with(|| a.id.cmp(&b.id)));
+    Plan { variants, trials }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::parse_run;
+
+    const RUN: &str = r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {name: demo}
+spec:
+  dataset: {format: crbugbench, source: "file://x.jsonl"}
+  agent: {harness: {name: single-shot, version: "1.0.0"}}
+  matrix:
+    models: [{name: a, provider: p}, {name: b, provider: p}]
+    reasoningEfforts: [low, high]
+    repeats: 2
+  providers: {p: {baseUrl: "http://localhost", apiKind: openai-chat}}
+  storage: {results: "file://r"}
+"#;
+
+    fn task(id: &str, diff_len: usize) -> Task {
+        Task {
+            id: id.into(),
+            repo: "r".into(),
+            image: None,
+            language: None,
+            difficulty: None,
+            track: None,
+            pr_number: None,
+            pr_type: None,
+            title: id.into(),
+            description: String::new(),
+            diff: "x".repeat(diff_len),
+            base_commit: None,
+            head_commit: None,
+            contexts: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_matrix_expands_into_variants_times_tasks_times_repeats() {
+        let spec = parse_run(RUN, "run").unwrap().spec;
+        let tasks = vec![task("t1", 10), task("t2", 20), task("t3", 30)];
+        let plan = plan(&spec, &tasks, |_, _| None);
+        assert_eq!(plan.variants.len(), 4);
+        assert_eq!(plan.variants[0].name, "a/low/single-shot@1.0.0/default");
+        assert_eq!(plan.trials.len(), 4 * 3 * 2);
+        let unique: std::collections::HashSet<_> = plan.trials.iter().map(|t| &t.id).collect();
+        assert_eq!(unique.len(), plan.trials.len());
+    }
+
+    #[test]
+    fn identities_do_not_depend_on_task_order_or_other_tasks() {
+        let spec = parse_run(RUN, "run").unwrap().spec;
+        let ids = |tasks: &[Task]| {
+            let plan = plan(&spec, tasks, |_, _| None);
+            let mut ids: Vec<(String, String)> = plan
+                .trials
+                .iter()
+                .map(|t| (tasks[t.task as usize].id.clone(), t.id.clone()))
+                .filter(|(task, _)| task == "t1")
+                .collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(ids(&[task("t1", 10), task("t2", 20)]), ids(&[task("t9", 5), task("t2", 20), task("t1", 10)]));
+    }
+
+    #[test]
+    fn longest_expected_runs_first_and_history_wins() {
+        let spec = parse_run(RUN, "run").unwrap().spec;
+        let tasks = vec![task("small", 10), task("big", 5000)];
+        let by_size = plan(&spec, &tasks, |_, _| None);
+        assert_eq!(tasks[by_size.trials[0].task as usize].id, "big");
+        let with_history = plan(&spec, &tasks, |_, task| (task == "small").then_some(10_000_000));
+        assert_eq!(tasks[with_history.trials[0].task as usize].id, "small");
+        assert!(with_history.trials.windows(2).all(|w| w[0].expected_ms >= w[1].expected_ms));
+    }
+
+    #[test]
+    fn a_repeated_axis_value_is_one_variant() {
+        let spec = parse_run(&RUN.replace("[low, high]", "[low, low]"), "run").unwrap().spec;
+        assert_eq!(variants(&spec).len(), 2);
+    }
+}
