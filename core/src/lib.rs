@@ -4,6 +4,15 @@
 pub mod api;
 pub mod duration;
 pub mod dataset;
+pub mod findings;
 pub mod hash;
+pub mod judge;
+pub mod model;
 pub mod plan;
+pub mod pricing;
+pub mod prompts;
+pub mod results;
+pub mod summary;
+pub mod trial;
 pub mod validate;
+pub mod scripted;

@@ -32,8 +32,8 @@ pub fn agent_answer(model: &str, effort: Option<Effort>, prompt: &str) -> String
     let json = prompt.contains(JSON_REQUEST_MARKER);
     match find_task(prompt) {
         Some(task) => {
-            let comments = rank_findings(model, effort, task).into_iter().map(to_comment).collect();
-            let fenced = hash_u64(&format!("{model}{}", task.task_id)) % 2 == 0;
+            let comments: Vec<ReviewComment> = rank_findings(model, effort, task).into_iter().map(to_comment).collect();
+            let fenced = hash_u64(&format!("{model}{}", task.task_id)).is_multiple_of(2);
             render(&comments, json, fenced)
         }
         None => render(&generic_review(prompt), json, false),
@@ -185,7 +185,10 @@ mod tests {
             ]
         );
         let markdown = agent_answer("m", None, DIFF);
-        assert!(markdown.starts_with("# Review\n\n1. **[P2] src/q.ts:11** — Check this change: fresh();"), "{markdown}");
+        assert!(
+            markdown.starts_with("# Review\n\n1. **[P2] src/q.ts:11** — Check this change: fresh();"),
+            "{markdown}"
+        );
         assert_eq!(agent_answer("m", None, "no diff here"), "No issues found.");
         assert_eq!(agent_answer("m", None, "Return a JSON array. nothing"), "[]");
     }
@@ -212,7 +215,11 @@ mod tests {
         for model in ["a", "b", "c", "d", "e", "f", "g", "h"] {
             let answer = agent_answer(model, None, &prompt);
             let fenced = answer.starts_with("```json\n");
-            if fenced { saw.0 = true } else { saw.1 = true }
+            if fenced {
+                saw.0 = true
+            } else {
+                saw.1 = true
+            }
             let body = answer.trim_start_matches("```json\n").trim_end_matches("\n```");
             let parsed: Vec<serde_json::Value> = serde_json::from_str(body).expect("json array");
             assert_eq!(parsed.len(), rank_findings(model, None, task).len());

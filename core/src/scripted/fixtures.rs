@@ -5,6 +5,8 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
+use super::det::normalize_ws;
+
 const SCRIPTED_JSON: &str = include_str!("../../../datasets/sample/scripted.json");
 const CRBUGBENCH_JSONL: &str = include_str!("../../../datasets/sample/crbugbench.jsonl");
 const SWE_PRBENCH_JSONL: &str = include_str!("../../../datasets/sample/swe-prbench/tasks.jsonl");
@@ -41,6 +43,9 @@ pub(crate) struct Finding {
     pub matches_comments: Vec<i64>,
     #[serde(default)]
     pub fabricated: bool,
+    /// `body` whitespace-normalised, computed once at load: the judge matches on it.
+    #[serde(skip)]
+    pub normalized_body: String,
 }
 
 impl Finding {
@@ -62,6 +67,8 @@ pub(crate) struct CrBugTask {
 #[derive(Debug, Deserialize)]
 pub(crate) struct CrBug {
     pub description: String,
+    #[serde(skip)]
+    pub normalized: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,6 +84,8 @@ pub(crate) struct PrTask {
 pub(crate) struct HumanComment {
     pub id: i64,
     pub body: String,
+    #[serde(skip)]
+    pub normalized: String,
 }
 
 /// All embedded fixtures, parsed.
@@ -88,12 +97,12 @@ pub(crate) struct Fixtures {
 }
 
 /// One ground-truth item a judge prompt can quote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Truth<'a> {
     /// crbugbench bug `b<index>` of `task_id`.
-    Bug { task_id: &'a str, index: usize, description: &'a str },
+    Bug { task_id: &'a str, index: usize, bug: &'a CrBug },
     /// swe-prbench human review comment.
-    Comment { task_id: &'a str, id: i64, body: &'a str },
+    Comment { task_id: &'a str, id: i64, comment: &'a HumanComment },
 }
 
 impl<'a> Truth<'a> {
@@ -105,37 +114,51 @@ impl<'a> Truth<'a> {
 
     pub fn text(&self) -> &'a str {
         match self {
-            Truth::Bug { description, .. } => description,
-            Truth::Comment { body, .. } => body,
+            Truth::Bug { bug, .. } => &bug.description,
+            Truth::Comment { comment, .. } => &comment.body,
+        }
+    }
+
+    /// [`Truth::text`] whitespace-normalised.
+    pub fn normalized(&self) -> &'a str {
+        match self {
+            Truth::Bug { bug, .. } => &bug.normalized,
+            Truth::Comment { comment, .. } => &comment.normalized,
         }
     }
 }
 
 impl Fixtures {
     fn parse() -> Result<Fixtures, String> {
-        let scripted: ScriptedFile = serde_json::from_str(SCRIPTED_JSON)
-            .map_err(|e| format!("datasets/sample/scripted.json: {e}"))?;
-        Ok(Fixtures {
+        let scripted: ScriptedFile =
+            serde_json::from_str(SCRIPTED_JSON).map_err(|e| format!("datasets/sample/scripted.json: {e}"))?;
+        let mut fixtures = Fixtures {
             scripted: scripted.tasks,
             crbugbench: parse_jsonl(CRBUGBENCH_JSONL, "datasets/sample/crbugbench.jsonl")?,
             swe_prbench: parse_jsonl(SWE_PRBENCH_JSONL, "datasets/sample/swe-prbench/tasks.jsonl")?,
-        })
+        };
+        for finding in fixtures.scripted.iter_mut().flat_map(|t| t.findings.iter_mut()) {
+            finding.normalized_body = normalize_ws(&finding.body);
+        }
+        for bug in fixtures.crbugbench.iter_mut().flat_map(|t| t.bugs.iter_mut()) {
+            bug.normalized = normalize_ws(&bug.description);
+        }
+        for comment in fixtures.swe_prbench.iter_mut().flat_map(|t| t.human_review_comments.iter_mut()) {
+            comment.normalized = normalize_ws(&comment.body);
+        }
+        Ok(fixtures)
     }
 
     /// Every ground-truth item, in file order.
     pub fn truths(&self) -> impl Iterator<Item = Truth<'_>> {
         let bugs = self.crbugbench.iter().flat_map(|task| {
-            task.bugs.iter().enumerate().map(move |(index, bug)| Truth::Bug {
-                task_id: &task.task_id,
-                index,
-                description: &bug.description,
-            })
+            task.bugs.iter().enumerate().map(move |(index, bug)| Truth::Bug { task_id: &task.task_id, index, bug })
         });
         let comments = self.swe_prbench.iter().flat_map(|task| {
-            task.human_review_comments.iter().map(move |c| Truth::Comment {
+            task.human_review_comments.iter().map(move |comment| Truth::Comment {
                 task_id: &task.task_id,
-                id: c.id,
-                body: &c.body,
+                id: comment.id,
+                comment,
             })
         });
         bugs.chain(comments)

@@ -49,9 +49,13 @@ pub(crate) fn attempt_key(model: &str, prompt: &str) -> String {
 }
 
 fn decide(model: &str, prompt: &str) -> Verdict {
-    let (Some(finding_block), Some(truth_block)) = (tagged_block(prompt, "finding"), tagged_block(prompt, "ground_truth"))
+    let (Some(finding_block), Some(truth_block)) =
+        (tagged_block(prompt, "finding"), tagged_block(prompt, "ground_truth"))
     else {
-        return Verdict { verdict: "no", reason: "The request has no <finding> and <ground_truth> blocks to compare.".into() };
+        return Verdict {
+            verdict: "no",
+            reason: "The request has no <finding> and <ground_truth> blocks to compare.".into(),
+        };
     };
     let finding_text = normalize_ws(finding_block);
     let truth_text = normalize_ws(truth_block);
@@ -80,7 +84,7 @@ fn find_finding(finding_text: &str) -> Option<(&'static str, &'static Finding)> 
         .scripted
         .iter()
         .flat_map(|task| task.findings.iter().map(move |f| (task.task_id.as_str(), f)))
-        .filter(|(_, f)| contained(&f.body, finding_text))
+        .filter(|(_, f)| contained(&f.normalized_body, finding_text))
         .max_by_key(|(_, f)| f.body.len())
 }
 
@@ -89,23 +93,20 @@ fn find_finding(finding_text: &str) -> Option<(&'static str, &'static Finding)> 
 fn find_truth(truth_text: &str, task_id: &str) -> Option<Truth<'static>> {
     fixtures::get()
         .truths()
-        .filter(|t| contained(t.text(), truth_text))
+        .filter(|t| contained(t.normalized(), truth_text))
         .max_by_key(|t| (t.task_id() == task_id, t.text().len()))
 }
 
-fn contained(fixture_text: &str, normalized_block: &str) -> bool {
-    let needle = normalize_ws(fixture_text);
-    !needle.is_empty() && normalized_block.contains(&needle)
+/// Both sides are whitespace-normalised; empty fixture texts would match everything.
+fn contained(normalized_fixture: &str, normalized_block: &str) -> bool {
+    !normalized_fixture.is_empty() && normalized_block.contains(normalized_fixture)
 }
 
 /// Fallback for pairs outside the answer key: Jaccard overlap of the words of 3+ characters.
 fn lexical(finding: &str, truth: &str) -> Verdict {
     let similarity = jaccard(finding, truth);
     let verdict = if similarity >= JACCARD_THRESHOLD { "yes" } else { "no" };
-    Verdict {
-        verdict,
-        reason: format!("Word overlap between the finding and the ground truth is {similarity:.2}."),
-    }
+    Verdict { verdict, reason: format!("Word overlap between the finding and the ground truth is {similarity:.2}.") }
 }
 
 pub(crate) fn jaccard(a: &str, b: &str) -> f64 {
@@ -128,9 +129,13 @@ pub(crate) fn jaccard(a: &str, b: &str) -> f64 {
 pub(crate) mod tests {
     use super::*;
 
-    /// A judge prompt in the shape the real judge template uses.
+    /// A judge prompt in the shape of `crate::judge`'s template: ground truth (with a location
+    /// line) first, then the finding, then a question that names the tags again.
     pub(crate) fn judge_prompt(finding: &str, truth: &str) -> String {
-        format!("Compare.\n<finding>\n{finding}\n</finding>\n<ground_truth>\n{truth}\n</ground_truth>\nAnswer JSON.")
+        format!(
+            "<ground_truth>\n{truth}\nLocation: src/x.py:3\n</ground_truth>\n\n<finding>\n{finding}\n</finding>\n\n\
+             Does the finding identify the bug in <ground_truth>? Answer with a JSON object only."
+        )
     }
 
     /// A (finding body, truth text, expected truth) pair from the fixtures, one per polarity.

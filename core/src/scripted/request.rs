@@ -71,9 +71,9 @@ pub(crate) fn flag(body: &Map<String, Value>, name: &str) -> Result<bool, String
 pub(crate) fn effort(value: Option<&Value>, name: &str) -> Result<Option<Effort>, String> {
     match value {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Effort::parse(s)
-            .map(Some)
-            .ok_or_else(|| format!("unsupported `{name}` value `{s}` (expected none, minimal, low, medium, high or xhigh)")),
+        Some(Value::String(s)) => Effort::parse(s).map(Some).ok_or_else(|| {
+            format!("unsupported `{name}` value `{s}` (expected none, minimal, low, medium, high or xhigh)")
+        }),
         Some(_) => Err(format!("`{name}` must be a string")),
     }
 }

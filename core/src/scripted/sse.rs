@@ -39,11 +39,7 @@ pub(crate) fn response(frames: Vec<String>, malformed_first: bool) -> Response {
     }
     all.extend(frames);
     let body = Body::from_stream(futures::stream::iter(all.into_iter().map(Ok::<_, Infallible>)));
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
-        body,
-    )
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body)
         .into_response()
 }
 

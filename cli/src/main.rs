@@ -1,0 +1,64 @@
+//! `lightsout`: the command line. Thin: parsing arguments and printing; the work is in
+//! `lightsout-core` and `lightsout-worker`.
+
+mod crdgen;
+mod output;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "lightsout", version, about = "Evaluate code-review agents: can this repository go lights-off?")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run an EvaluationRun on this machine (no cluster). Interrupt and run again to resume.
+    Run {
+        /// The run file (the same YAML you would `kubectl apply`).
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// Where results go, overriding spec.storage.results (file://DIR).
+        #[arg(long)]
+        results: Option<String>,
+        /// A pricing table (YAML) instead of the built-in one.
+        #[arg(long)]
+        pricing: Option<PathBuf>,
+    },
+    /// Check a run file and its dataset, and show what it would run.
+    Validate {
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
+    /// Write the CustomResourceDefinition YAML generated from the API types.
+    Crdgen {
+        /// Output file; standard output when absent.
+        #[arg(short = 'o', long = "out")]
+        out: Option<PathBuf>,
+        /// Fail when the file differs from what the types generate, instead of writing it.
+        #[arg(long, requires = "out")]
+        check: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run { file, results, pricing } => run::run(&file, results, pricing.as_deref()),
+        Command::Validate { file } => run::validate(&file),
+        Command::Crdgen { out, check } => crdgen::crdgen(out.as_deref(), check),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! `lightsout run` and `lightsout validate`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use lightsout_core::api::EvaluationRun;
+use lightsout_core::pricing::PricingTable;
+use lightsout_core::{dataset, plan, validate};
+use lightsout_worker::local::{run_local, Event, LocalRun};
+
+use crate::output;
+
+fn read_run(file: &Path) -> anyhow::Result<EvaluationRun> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading run file {}", file.display()))?;
+    Ok(validate::parse_run(&text, &file.display().to_string())?)
+}
+
+pub fn validate(file: &Path) -> anyhow::Result<()> {
+    let run = read_run(file)?;
+    let spec = &run.spec;
+    let loaded = dataset::load(&spec.dataset)?;
+    for line in &loaded.skipped {
+        eprintln!("warning: skipped malformed dataset line {line}");
+    }
+    let tasks = dataset::select_tasks(loaded.tasks, &spec.dataset.filter, spec.dataset.sample.as_ref());
+    let tasks: Vec<_> = tasks.into_iter().map(|t| t.task).collect();
+    let plan = plan::plan(spec, &tasks, |_, _| None);
+    println!(
+        "{} is valid: {} variants × {} tasks × {} repeats = {} trials",
+        file.display(),
+        plan.variants.len(),
+        tasks.len(),
+        spec.matrix.repeats,
+        plan.trials.len()
+    );
+    for variant in &plan.variants {
+        println!("  {}  {}", variant.id, variant.name);
+    }
+    Ok(())
+}
+
+pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyhow::Result<()> {
+    let run = read_run(file)?;
+    let pricing = match pricing {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading pricing table {}", path.display()))?;
+            PricingTable::from_yaml(&text).with_context(|| format!("pricing table {}", path.display()))?
+        }
+        None => PricingTable::default(),
+    };
+    let config = LocalRun {
+        run,
+        results_uri: results,
+        pricing,
+        env: Box::new(|name| std::env::var(name).ok()),
+        retry_delay: Duration::from_secs(2),
+    };
+    let bar = ProgressBar::hidden();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials  {msg}").expect("valid template"),
+    );
+    let on_event = |event: Event| match event {
+        // suspend() prints whether or not the bar is drawn yet.
+        Event::Notice(text) => bar.suspend(|| eprintln!("note: {text}")),
+        Event::Planned { trials, finished, variants, tasks } => {
+            bar.suspend(|| {
+                eprintln!(
+                    "{trials} trials ({variants} variants × {tasks} tasks × repeats); {finished} already finished, {} to run",
+                    trials - finished
+                )
+            });
+            bar.set_length(trials as u64);
+            bar.set_position(finished as u64);
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            bar.enable_steady_tick(Duration::from_millis(200));
+        }
+        Event::TrialFinished { variant, task, outcome } => {
+            bar.inc(1);
+            bar.set_message(format!("{variant} {task}: {}", outcome.as_str()));
+        }
+        Event::TrialRetried { variant, task, attempt, error } => {
+            bar.suspend(|| eprintln!("retrying {variant} {task} after attempt {attempt}: {error}"));
+        }
+        Event::JudgingFailed { variant, task, error } => {
+            bar.suspend(|| eprintln!("judging {variant} {task} failed, will be retried on the next run: {error}"));
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let report = runtime.block_on(run_local(config, on_event))?;
+    bar.finish_and_clear();
+    print!("{}", output::summary_table(&report.summary));
+    println!("summary: {}", report.summary_uri);
+    Ok(())
+}

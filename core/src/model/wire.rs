@@ -1,0 +1,140 @@
+//! Request and response shapes of the three APIs, reduced to what Lightsout sends and reads.
+
+use serde_json::{json, Value};
+
+use super::{ChatRequest, Usage};
+use crate::api::{ApiKind, ReasoningEffort};
+
+/// The path under the base URL and the JSON body of a request.
+pub(super) fn request(kind: ApiKind, req: &ChatRequest) -> (&'static str, Value) {
+    match kind {
+        ApiKind::OpenAiChat => {
+            let mut messages = Vec::new();
+            if let Some(system) = &req.system {
+                messages.push(json!({"role": "system", "content": system}));
+            }
+            messages.push(json!({"role": "user", "content": req.user}));
+            let mut body = json!({"model": req.model, "messages": messages});
+            if let Some(effort) = req.reasoning_effort {
+                body["reasoning_effort"] = json!(effort.as_str());
+            }
+            if let Some(max) = req.max_output_tokens {
+                body["max_completion_tokens"] = json!(max);
+            }
+            ("/chat/completions", body)
+        }
+        ApiKind::OpenAiResponses => {
+            let mut body = json!({"model": req.model, "input": req.user});
+            if let Some(system) = &req.system {
+                body["instructions"] = json!(system);
+            }
+            if let Some(effort) = req.reasoning_effort {
+                body["reasoning"] = json!({"effort": effort.as_str()});
+            }
+            if let Some(max) = req.max_output_tokens {
+                body["max_output_tokens"] = json!(max);
+            }
+            ("/responses", body)
+        }
+        ApiKind::Anthropic => {
+            let max_tokens = req.max_output_tokens.unwrap_or(8192);
+            let mut body = json!({
+                "model": req.model,
+                "max_tokens": max_tokens,
+                "messages": [{"role": "user", "content": req.user}],
+            });
+            if let Some(system) = &req.system {
+                body["system"] = json!(system);
+            }
+            if let Some(budget) = req.reasoning_effort.and_then(anthropic_thinking_budget) {
+                body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+                body["max_tokens"] = json!(max_tokens.max(budget + 4096));
+            }
+            ("/messages", body)
+        }
+    }
+}
+
+/// Anthropic has no effort knob; extended thinking's token budget plays its part.
+fn anthropic_thinking_budget(effort: ReasoningEffort) -> Option<u32> {
+    match effort {
+        ReasoningEffort::None | ReasoningEffort::Minimal => None,
+        ReasoningEffort::Low => Some(2048),
+        ReasoningEffort::Medium => Some(8192),
+        ReasoningEffort::High => Some(16384),
+        ReasoningEffort::Xhigh => Some(32768),
+    }
+}
+
+/// The answer's text and usage, or a description of what is missing.
+pub(super) fn response(kind: ApiKind, body: &Value) -> Result<(String, Usage), String> {
+    let u = |v: &Value, path: &[&str]| path.iter().try_fold(v, |v, key| v.get(key)).and_then(Value::as_u64).unwrap_or(0);
+    match kind {
+        ApiKind::OpenAiChat => {
+            let text = body
+                .pointer("/choices/0/message/content")
+                .and_then(Value::as_str)
+                .ok_or("no choices[0].message.content")?;
+            let usage = body.get("usage").ok_or("no usage")?;
+            Ok((text.to_string(), openai_chat_usage(usage)))
+        }
+        ApiKind::OpenAiResponses => {
+            let mut text = String::new();
+            for item in body.get("output").and_then(Value::as_array).ok_or("no output")? {
+                for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
+                    if part.get("type").and_then(Value::as_str) == Some("output_text") {
+                        text.push_str(part.get("text").and_then(Value::as_str).unwrap_or_default());
+                    }
+                }
+            }
+            let usage = body.get("usage").ok_or("no usage")?;
+            Ok((
+                text,
+                Usage {
+                    input_tokens: u(usage, &["input_tokens"]),
+                    output_tokens: u(usage, &["output_tokens"]),
+                    cached_read_tokens: u(usage, &["input_tokens_details", "cached_tokens"]),
+                    cache_write_tokens: 0,
+                    reasoning_tokens: u(usage, &["output_tokens_details", "reasoning_tokens"]),
+                },
+            ))
+        }
+        ApiKind::Anthropic => {
+            let mut text = String::new();
+            for part in body.get("content").and_then(Value::as_array).ok_or("no content")? {
+                if part.get("type").and_then(Value::as_str) == Some("text") {
+                    text.push_str(part.get("text").and_then(Value::as_str).unwrap_or_default());
+                }
+            }
+            let usage = body.get("usage").ok_or("no usage")?;
+            Ok((text, anthropic_usage(usage)))
+        }
+    }
+}
+
+pub fn openai_chat_usage(usage: &Value) -> Usage {
+    let u = |path: &[&str]| path.iter().try_fold(usage, |v, key| v.get(key)).and_then(Value::as_u64).unwrap_or(0);
+    Usage {
+        input_tokens: u(&["prompt_tokens"]),
+        output_tokens: u(&["completion_tokens"]),
+        cached_read_tokens: u(&["prompt_tokens_details", "cached_tokens"]),
+        cache_write_tokens: 0,
+        reasoning_tokens: u(&["completion_tokens_details", "reasoning_tokens"]),
+    }
+}
+
+/// Anthropic's `input_tokens` excludes cache reads and writes; they are added so that
+/// [`Usage::input_tokens`] means the same thing for every API. Thinking tokens are part of
+/// `output_tokens` and not reported apart.
+pub fn anthropic_usage(usage: &Value) -> Usage {
+    let u = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let cached = u("cache_read_input_tokens");
+    let written = u("cache_creation_input_tokens");
+    Usage {
+        input_tokens: u("input_tokens") + cached + written,
+        output_tokens: u("output_tokens"),
+        cached_read_tokens: cached,
+        cache_write_tokens: written,
+        reasoning_tokens: 0,
+    }
+}

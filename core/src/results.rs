@@ -1,0 +1,156 @@
+//! Where results live, and how they are laid out.
+//!
+//! ```text
+//! <root>/runs/<run>/run.json                      the spec, its hash, the variants
+//! <root>/runs/<run>/summary.json                  per-variant outcomes, scores, cost, latency
+//! <root>/runs/<run>/<variant>/<trial>/attempt-<n>/
+//!     result.json    the trial's outcome, usage and cost (written last: its presence means done)
+//!     review.md      the review as the agent wrote it
+//!     findings.json  the findings parsed from it, ranked
+//!     prompt.txt     the prompt the agent was given
+//!     verdicts.json  every judge vote and the panel's decisions (written after the agent exited)
+//! ```
+//! Keys are deterministic, so writing an artifact again replaces it and never duplicates it.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A place to keep results: a local directory (`file://`) here; S3 (`s3://`) in the worker.
+#[allow(async_fn_in_trait)]
+pub trait ResultStore: Send + Sync {
+    /// Writes `bytes` at `key` atomically: a reader sees the old value or the new, never part.
+    async fn put(&self, key: &str, bytes: &[u8]) -> io::Result<()>;
+    /// Reads `key`; `None` when it does not exist.
+    async fn get(&self, key: &str) -> io::Result<Option<Vec<u8>>>;
+    /// The keys under `prefix` (recursively), sorted.
+    async fn list(&self, prefix: &str) -> io::Result<Vec<String>>;
+    /// A URI for humans and reports.
+    fn uri(&self, key: &str) -> String;
+}
+
+/// A `file://` results root.
+#[derive(Debug, Clone)]
+pub struct LocalStore {
+    root: PathBuf,
+}
+
+impl LocalStore {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        LocalStore { root: root.into() }
+    }
+
+    /// The store for a `file://` URI; `None` for another scheme.
+    pub fn from_uri(uri: &str) -> Option<Self> {
+        uri.strip_prefix("file://").map(|path| LocalStore::new(if path.is_empty() { "." } else { path }))
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.root.join(key)
+    }
+}
+
+impl ResultStore for LocalStore {
+    async fn put(&self, key: &str, bytes: &[u8]) -> io::Result<()> {
+        let path = self.path(key);
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        // Rename is atomic within a directory, so an interrupted write leaves no half file.
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        tokio::fs::write(&tmp, bytes).await?;
+        tokio::fs::rename(&tmp, &path).await
+    }
+
+    async fn get(&self, key: &str) -> io::Result<Option<Vec<u8>>> {
+        match tokio::fs::read(self.path(key)).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn list(&self, prefix: &str) -> io::Result<Vec<String>> {
+        let root = self.root.clone();
+        let start = self.path(prefix);
+        tokio::task::spawn_blocking(move || {
+            let mut keys = Vec::new();
+            let mut stack = vec![start];
+            while let Some(dir) = stack.pop() {
+                let entries = match std::fs::read_dir(&dir) {
+                    Ok(entries) => entries,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                };
+                for entry in entries {
+                    let entry = entry?;
+                    let path = entry.path();
+                    if entry.file_type()?.is_dir() {
+                        stack.push(path);
+                    } else if let Ok(relative) = path.strip_prefix(&root) {
+                        let key = relative.to_string_lossy().replace('\\', "/");
+                        if !key.contains(".tmp-") {
+                            keys.push(key);
+                        }
+                    }
+                }
+            }
+            keys.sort();
+            Ok(keys)
+        })
+        .await
+        .map_err(io::Error::other)?
+    }
+
+    fn uri(&self, key: &str) -> String {
+        format!("file://{}", self.path(key).display())
+    }
+}
+
+/// Keys of one run's results.
+#[derive(Debug, Clone)]
+pub struct RunLayout {
+    pub run: String,
+}
+
+impl RunLayout {
+    pub fn new(run: &str) -> Self {
+        RunLayout { run: run.to_string() }
+    }
+    pub fn run_dir(&self) -> String {
+        format!("runs/{}", self.run)
+    }
+    pub fn run_json(&self) -> String {
+        format!("runs/{}/run.json", self.run)
+    }
+    pub fn summary_json(&self) -> String {
+        format!("runs/{}/summary.json", self.run)
+    }
+    pub fn attempt_dir(&self, variant: &str, trial: &str, attempt: u32) -> String {
+        format!("runs/{}/{variant}/{trial}/attempt-{attempt}", self.run)
+    }
+    pub fn artifact(&self, variant: &str, trial: &str, attempt: u32, name: &str) -> String {
+        format!("{}/{name}", self.attempt_dir(variant, trial, attempt))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn put_get_list_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path());
+        store.put("runs/a/x/t/attempt-1/result.json", b"{}").await.unwrap();
+        store.put("runs/a/x/t/attempt-1/result.json", b"{\"v\":2}").await.unwrap();
+        store.put("runs/a/summary.json", b"s").await.unwrap();
+        assert_eq!(store.get("runs/a/x/t/attempt-1/result.json").await.unwrap().unwrap(), b"{\"v\":2}");
+        assert_eq!(store.get("runs/a/none").await.unwrap(), None);
+        assert_eq!(store.list("runs/a").await.unwrap(), vec!["runs/a/summary.json", "runs/a/x/t/attempt-1/result.json"]);
+        assert!(store.list("runs/missing").await.unwrap().is_empty());
+    }
+}

@@ -1,0 +1,21 @@
+//! `single-shot`: one model call over the task's context, as SWE-PRBench evaluates models.
+//! The call is made by the worker itself, so the provider key stays in trusted code.
+
+use lightsout_core::model::{CallError, ChatRequest, Completion, Endpoint, ModelClient};
+use lightsout_core::prompts::REVIEWER_SYSTEM;
+
+pub struct SingleShot<'a> {
+    pub client: &'a ModelClient,
+    pub endpoint: &'a Endpoint,
+}
+
+/// The built-in harness's version: the version of its request shape and system prompt. A run
+/// pins it like any other harness; it changes only when what the model is sent changes.
+pub const VERSION: &str = "1.0.0";
+
+impl SingleShot<'_> {
+    pub async fn review(&self, request: ChatRequest) -> Result<Completion, CallError> {
+        let request = ChatRequest { system: Some(REVIEWER_SYSTEM.to_string()), ..request };
+        self.client.complete(self.endpoint, &request).await
+    }
+}

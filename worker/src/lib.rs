@@ -1,0 +1,7 @@
+//! The Lightsout worker: runs one trial (`trial`), with the harness the variant names
+//! (`harness`). `lightsout run` runs many trials on one machine through the same code
+//! (`local`); in a cluster, the `lightsout-worker` binary runs one per pod.
+
+pub mod harness;
+pub mod local;
+pub mod trial;

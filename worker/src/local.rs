@@ -1,0 +1,408 @@
+//! `lightsout run`: an EvaluationRun on one machine, no cluster.
+//!
+//! Reconciles like the controller does, from what is stored: it plans every trial, looks at the
+//! results store to see which trials have finished, runs the rest with bounded concurrency
+//! (retrying infrastructure failures), judges finished reviews, and writes `summary.json` from
+//! the stored artifacts alone. Interrupting it and running it again skips finished trials and
+//! counts nothing twice, because a trial's identity and its result keys are deterministic.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use futures::stream::{self, StreamExt};
+use lightsout_core::api::EvaluationRun;
+use lightsout_core::dataset::{self, GroundTruth, LineError, LoadedTask};
+use lightsout_core::findings::ParsedReview;
+use lightsout_core::judge::{Judge, Panel, TrialVerdicts};
+use lightsout_core::model::{Endpoint, ModelClient, RetryPolicy};
+use lightsout_core::plan::{self, Plan};
+use lightsout_core::pricing::PricingTable;
+use lightsout_core::prompts::review_prompt;
+use lightsout_core::results::{LocalStore, ResultStore, RunLayout};
+use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
+use lightsout_core::summary::{self, DatasetSummary, RunIdentity, RunSummary, TrialRecord, SUMMARY_SCHEMA};
+use lightsout_core::trial::{Outcome, TrialResult};
+use lightsout_core::validate::spec_hash;
+use serde::{Deserialize, Serialize};
+
+use crate::trial::{run_trial, TrialJob};
+
+/// A local run's settings beyond the run file.
+pub struct LocalRun {
+    pub run: EvaluationRun,
+    /// Overrides `spec.storage.results`.
+    pub results_uri: Option<String>,
+    pub pricing: PricingTable,
+    /// Reads an API key from the environment; injected so tests control it.
+    pub env: Box<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    /// Base delay between infrastructure retries.
+    pub retry_delay: Duration,
+}
+
+/// What a local run reports while it goes.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// Something the user must know (scripted models, skipped lines, budget).
+    Notice(String),
+    Planned { trials: usize, finished: usize, variants: usize, tasks: usize },
+    TrialFinished { variant: String, task: String, outcome: Outcome },
+    TrialRetried { variant: String, task: String, attempt: u32, error: String },
+    JudgingFailed { variant: String, task: String, error: String },
+}
+
+pub struct LocalRunReport {
+    pub summary: RunSummary,
+    pub summary_uri: String,
+    pub skipped_lines: Vec<LineError>,
+}
+
+/// `run.json`: what a results directory holds, so a different spec never mixes into it.
+#[derive(Debug, Serialize, Deserialize)]
+struct RunRecord {
+    name: String,
+    spec_hash: String,
+    spec: serde_json::Value,
+    variants: Vec<plan::Variant>,
+}
+
+pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync) -> anyhow::Result<LocalRunReport> {
+    let run = &config.run;
+    let spec = &run.spec;
+    let name = run.metadata.name.clone().context("metadata.name is required")?;
+
+    // Dereference: everything the run refers to must exist before anything is written.
+    let loaded = dataset::load(&spec.dataset)?;
+    for line in &loaded.skipped {
+        on_event(Event::Notice(format!("skipped malformed dataset line {line}")));
+    }
+    let skipped_lines = loaded.skipped;
+    let tasks = dataset::select_tasks(loaded.tasks, &spec.dataset.filter, spec.dataset.sample.as_ref());
+    if tasks.is_empty() {
+        bail!("dataset {}: no task matches spec.dataset.filter", spec.dataset.source);
+    }
+    let plan = plan::plan(spec, &tasks.iter().map(|t| t.task.clone()).collect::<Vec<_>>(), |_, _| None);
+    for variant in &plan.variants {
+        crate::harness::check(&variant.harness).map_err(|e| anyhow::anyhow!("spec.matrix: variant {}: {e}", variant.name))?;
+    }
+    let results_uri = config.results_uri.clone().unwrap_or_else(|| spec.storage.results.clone());
+    let Some(store) = LocalStore::from_uri(&results_uri) else {
+        bail!("results {results_uri}: only file:// results are supported by `lightsout run` in this build; s3:// arrives with the worker's S3 store")
+    };
+    let timeout = lightsout_core::duration::parse(&spec.agent.timeout).map_err(|e| anyhow::anyhow!("spec.agent.timeout: {e}"))?;
+    let providers = Providers::resolve(run, &config.env).await?;
+    for provider in &providers.scripted {
+        let env = spec.providers[provider].api_key_env();
+        on_event(Event::Notice(format!(
+            "provider {provider:?}: {env} is not set, so its models are served by the built-in SCRIPTED model server \
+             ({}). Its answers are canned: these numbers say nothing about real models. Set {env} to evaluate them.",
+            providers.scripted_url()
+        )));
+    }
+
+    let layout = RunLayout::new(&name);
+    claim_results_dir(&store, &layout, run, &plan).await?;
+
+    let client = ModelClient::new(timeout + Duration::from_secs(5), RetryPolicy::default());
+    let panel = build_panel(run, &providers, &client, &config.pricing)?;
+    if panel.is_none() {
+        on_event(Event::Notice("spec.judges.panel is empty: reviews are collected but not scored".into()));
+    }
+    let k_max = spec.judges.k.iter().copied().max().unwrap_or(5).max(1) as u32;
+
+    let state = scan(&store, &layout).await?;
+    let max_attempts = spec.retries.max(0) as u32 + 1;
+    let finished = plan.trials.iter().filter(|t| state.is_final(&t.id, max_attempts)).count();
+    on_event(Event::Planned { trials: plan.trials.len(), finished, variants: plan.variants.len(), tasks: tasks.len() });
+
+    let spent = Arc::new(Mutex::new(state.spent_usd()));
+    let budget_hit = Arc::new(Mutex::new(false));
+    let truth_by_task: HashMap<&str, &GroundTruth> = tasks.iter().map(|t| (t.task.id.as_str(), &t.truth)).collect();
+
+    let work = plan.trials.iter().filter(|t| {
+        !state.is_final(&t.id, max_attempts) || state.needs_judging(&t.id, max_attempts) && panel.is_some()
+    });
+    let on_event = &on_event;
+    stream::iter(work)
+        .for_each_concurrent(spec.parallelism.max(1) as usize, |planned| {
+            let variant = &plan.variants[planned.variant as usize];
+            let loaded: &LoadedTask = &tasks[planned.task as usize];
+            let truth = truth_by_task[loaded.task.id.as_str()];
+            let (spent, budget_hit, state, store, layout, client, providers, panel, pricing) =
+                (&spent, &budget_hit, &state, &store, &layout, &client, &providers, &panel, &config.pricing);
+            async move {
+                let mut final_result = state.final_result(&planned.id, max_attempts).cloned();
+                if final_result.is_none() {
+                    if let Some(limit) = spec.budget.max_usd {
+                        let over = *spent.lock().expect("lock") >= limit;
+                        if over {
+                            let mut hit = budget_hit.lock().expect("lock");
+                            if !*hit {
+                                *hit = true;
+                                on_event(Event::Notice(format!("run budget of {limit} USD reached: no new trial starts")));
+                            }
+                            return;
+                        }
+                    }
+                    let mut attempt = state.next_attempt(&planned.id);
+                    loop {
+                        let job = TrialJob {
+                            run: layout.run.clone(),
+                            variant: variant.clone(),
+                            task: loaded.task.clone(),
+                            trial_id: planned.id.clone(),
+                            repeat: planned.repeat,
+                            attempt,
+                            prompt: review_prompt(&variant.prompt, &loaded.task, spec.agent.context_config),
+                            endpoint: providers.endpoints[&variant.model.provider].clone(),
+                            timeout,
+                            max_tokens: spec.budget.max_trial_tokens.map(|t| t.max(0) as u64),
+                            max_usd: spec.budget.max_trial_usd,
+                            scripted_model: providers.scripted.contains(&variant.model.provider),
+                        };
+                        let artifacts = match run_trial(&job, client, pricing, store).await {
+                            Ok(artifacts) => artifacts,
+                            Err(e) => {
+                                // The store itself failed: leave the trial unfinished for the next run.
+                                on_event(Event::TrialRetried { variant: variant.name.clone(), task: loaded.task.id.clone(), attempt, error: format!("results store: {e}") });
+                                return;
+                            }
+                        };
+                        *spent.lock().expect("lock") += artifacts.result.cost_usd.unwrap_or(0.0);
+                        let result = artifacts.result;
+                        if result.outcome == Outcome::InfraFailed && attempt < max_attempts {
+                            on_event(Event::TrialRetried {
+                                variant: variant.name.clone(),
+                                task: loaded.task.id.clone(),
+                                attempt,
+                                error: result.error.clone().unwrap_or_default(),
+                            });
+                            tokio::time::sleep(config.retry_delay.saturating_mul(1 << (attempt - 1).min(6))).await;
+                            attempt += 1;
+                            continue;
+                        }
+                        on_event(Event::TrialFinished { variant: variant.name.clone(), task: loaded.task.id.clone(), outcome: result.outcome });
+                        final_result = Some(result);
+                        break;
+                    }
+                }
+                let (Some(result), Some(panel)) = (final_result, panel) else { return };
+                if result.outcome != Outcome::Ok || state.has_verdicts(&planned.id, result.attempt) {
+                    return;
+                }
+                match judge_trial(store, layout, panel, &result, truth, k_max).await {
+                    Ok(verdicts) => *spent.lock().expect("lock") += verdicts.cost_usd,
+                    Err(e) => on_event(Event::JudgingFailed { variant: variant.name.clone(), task: loaded.task.id.clone(), error: e.to_string() }),
+                }
+            }
+        })
+        .await;
+
+    // The summary is computed from the store alone, exactly as anyone re-reading it would.
+    let state = scan(&store, &layout).await?;
+    let records: Vec<TrialRecord> = plan
+        .trials
+        .iter()
+        .map(|t| {
+            let result = state.final_result(&t.id, max_attempts).cloned();
+            let verdicts = result.as_ref().and_then(|r| state.verdicts(&t.id, r.attempt)).cloned();
+            TrialRecord { variant: t.variant, track: tasks[t.task as usize].task.track, result, verdicts }
+        })
+        .collect();
+    let ks: Vec<u32> = spec.judges.k.iter().map(|k| (*k).max(1) as u32).collect();
+    let variants = summary::summarise_variants(&plan.variants, &records, &ks);
+    let (trials, spend) = summary::totals(&variants);
+    let summary = RunSummary {
+        schema: SUMMARY_SCHEMA.to_string(),
+        run: RunIdentity { name: name.clone(), spec_hash: spec_hash(spec), generated_at: chrono::Utc::now() },
+        scripted_models: !providers.scripted.is_empty(),
+        dataset: DatasetSummary {
+            format: spec.dataset.format.as_str().to_string(),
+            source: spec.dataset.source.clone(),
+            tasks: tasks.len() as u32,
+            skipped_lines: skipped_lines.len() as u32,
+        },
+        k: ks,
+        trials,
+        spend,
+        variants,
+    };
+    store.put(&layout.summary_json(), &serde_json::to_vec_pretty(&summary)?).await?;
+    if let Some(server) = providers.server {
+        server.shutdown().await;
+    }
+    Ok(LocalRunReport { summary_uri: store.uri(&layout.summary_json()), summary, skipped_lines })
+}
+
+async fn judge_trial<S: ResultStore>(
+    store: &S,
+    layout: &RunLayout,
+    panel: &Panel,
+    result: &TrialResult,
+    truth: &GroundTruth,
+    k_max: u32,
+) -> anyhow::Result<TrialVerdicts> {
+    let findings_key = layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "findings.json");
+    let bytes = store.get(&findings_key).await?.with_context(|| format!("{findings_key} is missing"))?;
+    let parsed: ParsedReview = serde_json::from_slice(&bytes).with_context(|| format!("{findings_key} is not valid"))?;
+    let verdicts = panel.judge(&parsed.findings, &truth.items(), k_max).await?;
+    let key = layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "verdicts.json");
+    store.put(&key, &serde_json::to_vec_pretty(&verdicts)?).await?;
+    Ok(verdicts)
+}
+
+/// Writes `run.json`, or checks that the one there was written for the same spec.
+async fn claim_results_dir<S: ResultStore>(store: &S, layout: &RunLayout, run: &EvaluationRun, plan: &Plan) -> anyhow::Result<()> {
+    let hash = spec_hash(&run.spec);
+    if let Some(bytes) = store.get(&layout.run_json()).await? {
+        let existing: RunRecord = serde_json::from_slice(&bytes).with_context(|| format!("{} is not valid", store.uri(&layout.run_json())))?;
+        if existing.spec_hash != hash {
+            bail!(
+                "{} holds results of run {:?} made with a different spec (hash {} ≠ {}): \
+                 give the run a new metadata.name, or use another --results location",
+                store.uri(&layout.run_dir()),
+                existing.name,
+                &existing.spec_hash[..12],
+                &hash[..12]
+            );
+        }
+        return Ok(());
+    }
+    let record = RunRecord { name: layout.run.clone(), spec_hash: hash, spec: serde_json::to_value(&run.spec)?, variants: plan.variants.clone() };
+    store.put(&layout.run_json(), &serde_json::to_vec_pretty(&record)?).await?;
+    Ok(())
+}
+
+/// Model endpoints by provider name: real ones where a key is set, the scripted server where not.
+struct Providers {
+    endpoints: BTreeMap<String, Endpoint>,
+    scripted: BTreeSet<String>,
+    server: Option<ScriptedServer>,
+}
+
+impl Providers {
+    async fn resolve(run: &EvaluationRun, env: &(dyn Fn(&str) -> Option<String> + Send + Sync)) -> anyhow::Result<Self> {
+        let mut providers = Providers { endpoints: BTreeMap::new(), scripted: BTreeSet::new(), server: None };
+        for (name, spec) in &run.spec.providers {
+            let key = env(spec.api_key_env()).filter(|k| !k.trim().is_empty());
+            let (base_url, api_key) = match key {
+                Some(key) => (spec.base_url.clone(), Some(key)),
+                None => {
+                    if providers.server.is_none() {
+                        let server = ScriptedServer::start(ScriptedConfig::default()).await.context("starting the scripted model server")?;
+                        providers.server = Some(server);
+                    }
+                    providers.scripted.insert(name.clone());
+                    (providers.scripted_url(), Some("scripted-model-key".to_string()))
+                }
+            };
+            providers.endpoints.insert(name.clone(), Endpoint { provider: name.clone(), base_url, api_kind: spec.api_kind, api_key });
+        }
+        Ok(providers)
+    }
+
+    fn scripted_url(&self) -> String {
+        self.server.as_ref().map(|s| s.base_url()).unwrap_or_default()
+    }
+}
+
+fn build_panel(run: &EvaluationRun, providers: &Providers, client: &ModelClient, pricing: &PricingTable) -> anyhow::Result<Option<Panel>> {
+    let judges = &run.spec.judges;
+    if judges.panel.is_empty() {
+        return Ok(None);
+    }
+    let judges_list = judges
+        .panel
+        .iter()
+        .map(|model| {
+            let endpoint = providers
+                .endpoints
+                .get(&model.provider)
+                .with_context(|| format!("spec.judges.panel: provider {:?} is not in spec.providers", model.provider))?;
+            Ok(Judge { model: model.clone(), endpoint: endpoint.clone() })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Some(Panel { judges: judges_list, vote: judges.vote, client: client.clone(), pricing: pricing.clone(), concurrency: 8 }))
+}
+
+/// What the results store holds for a run, by trial.
+#[derive(Default)]
+struct StoredState {
+    trials: HashMap<String, StoredTrial>,
+}
+
+#[derive(Default)]
+struct StoredTrial {
+    /// Finished attempts by number.
+    results: BTreeMap<u32, TrialResult>,
+    verdicts: BTreeMap<u32, TrialVerdicts>,
+}
+
+impl StoredState {
+    /// The trial's final result: its last finished attempt, unless that one was an
+    /// infrastructure failure with attempts left.
+    fn final_result(&self, trial: &str, max_attempts: u32) -> Option<&TrialResult> {
+        let (number, last) = self.trials.get(trial)?.results.last_key_value()?;
+        (last.outcome != Outcome::InfraFailed || *number >= max_attempts).then_some(last)
+    }
+
+    fn is_final(&self, trial: &str, max_attempts: u32) -> bool {
+        self.final_result(trial, max_attempts).is_some()
+    }
+
+    fn needs_judging(&self, trial: &str, max_attempts: u32) -> bool {
+        self.final_result(trial, max_attempts).is_some_and(|r| r.outcome == Outcome::Ok && !self.has_verdicts(trial, r.attempt))
+    }
+
+    fn has_verdicts(&self, trial: &str, attempt: u32) -> bool {
+        self.verdicts(trial, attempt).is_some()
+    }
+
+    fn verdicts(&self, trial: &str, attempt: u32) -> Option<&TrialVerdicts> {
+        self.trials.get(trial)?.verdicts.get(&attempt)
+    }
+
+    /// An attempt that never wrote `result.json` was interrupted; its number is reused.
+    fn next_attempt(&self, trial: &str) -> u32 {
+        self.trials.get(trial).and_then(|t| t.results.last_key_value()).map(|(n, _)| n + 1).unwrap_or(1)
+    }
+
+    /// Spend recorded so far: every finished attempt, infrastructure failures included (their
+    /// tokens were paid for), and every verdict.
+    fn spent_usd(&self) -> f64 {
+        self.trials
+            .values()
+            .map(|t| {
+                t.results.values().filter_map(|r| r.cost_usd).sum::<f64>() + t.verdicts.values().map(|v| v.cost_usd).sum::<f64>()
+            })
+            .sum()
+    }
+}
+
+async fn scan<S: ResultStore>(store: &S, layout: &RunLayout) -> anyhow::Result<StoredState> {
+    let mut state = StoredState::default();
+    for key in store.list(&layout.run_dir()).await? {
+        // runs/<run>/<variant>/<trial>/attempt-<n>/<file>
+        let parts: Vec<&str> = key.split('/').collect();
+        let [_, _, _, trial, attempt, file] = parts.as_slice() else { continue };
+        let Some(number) = attempt.strip_prefix("attempt-").and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let entry = state.trials.entry(trial.to_string()).or_default();
+        let read = || async {
+            let bytes = store.get(&key).await?.with_context(|| format!("{key} vanished"))?;
+            anyhow::Ok(bytes)
+        };
+        match *file {
+            "result.json" => {
+                let result: TrialResult = serde_json::from_slice(&read().await?).with_context(|| format!("{} is not a valid trial result", store.uri(&key)))?;
+                entry.results.insert(number, result);
+            }
+            "verdicts.json" => {
+                let verdicts: TrialVerdicts = serde_json::from_slice(&read().await?).with_context(|| format!("{} is not a valid verdicts file", store.uri(&key)))?;
+                entry.verdicts.insert(number, verdicts);
+            }
+            _ => {}
+        }
+    }
+    Ok(state)
+}
