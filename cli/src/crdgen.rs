@@ -20,7 +20,11 @@ pub fn crdgen(out: Option<&Path>, check: bool) -> anyhow::Result<()> {
         (Some(path), true) => {
             let committed = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
             if committed != yaml {
-                bail!("{} differs from what the API types generate: run `lightsout crdgen -o {}` and commit it", path.display(), path.display());
+                bail!(
+                    "{} differs from what the API types generate: run `lightsout crdgen -o {}` and commit it",
+                    path.display(),
+                    path.display()
+                );
             }
         }
     }

@@ -45,7 +45,8 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
     let run = read_run(file)?;
     let pricing = match pricing {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading pricing table {}", path.display()))?;
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading pricing table {}", path.display()))?;
             PricingTable::from_yaml(&text).with_context(|| format!("pricing table {}", path.display()))?
         }
         None => PricingTable::default(),
@@ -59,7 +60,8 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
     };
     let bar = ProgressBar::hidden();
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials  {msg}").expect("valid template"),
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials  {msg}")
+            .expect("valid template"),
     );
     let on_event = |event: Event| match event {
         // suspend() prints whether or not the bar is drawn yet.

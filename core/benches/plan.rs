@@ -67,6 +67,10 @@ fn main() {
     }
     println!("plan: {trials} trials (10 variants × 10,000 tasks)");
     println!("plan: best of 5 runs {:.3} s (target ≤ 1 s)", best);
-    println!("plan: peak RSS {:.1} MiB, of which the synthetic dataset {:.1} MiB before planning (target ≤ 200 MiB)", peak_rss_mib(), before);
+    println!(
+        "plan: peak RSS {:.1} MiB, of which the synthetic dataset {:.1} MiB before planning (target ≤ 200 MiB)",
+        peak_rss_mib(),
+        before
+    );
     assert_eq!(trials, 100_000);
 }

@@ -63,15 +63,11 @@ impl Severity {
 /// `important` → P1; `medium`, `moderate`, `minor`, `low`, `nit`, `nitpick`, `suggestion` → P2;
 /// anything else (including `P3`, `info`, multi-word text) → `None`.
 pub fn normalise_severity(text: &str) -> Option<Severity> {
-    let word = text
-        .trim_matches(|c: char| !c.is_alphanumeric())
-        .to_lowercase();
+    let word = text.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();
     match word.as_str() {
         "p0" | "critical" | "blocker" | "severe" => Some(Severity::P0),
         "p1" | "high" | "major" | "important" => Some(Severity::P1),
-        "p2" | "medium" | "moderate" | "minor" | "low" | "nit" | "nitpick" | "suggestion" => {
-            Some(Severity::P2)
-        }
+        "p2" | "medium" | "moderate" | "minor" | "low" | "nit" | "nitpick" | "suggestion" => Some(Severity::P2),
         _ => None,
     }
 }
@@ -124,20 +120,13 @@ pub enum JsonFindingsError {
 pub fn parse_review(text: &str) -> ParsedReview {
     let words = text.split_whitespace().count();
     if text.trim().is_empty() {
-        return ParsedReview {
-            findings: Vec::new(),
-            format: ReviewFormat::Empty,
-            words,
-            warnings: Vec::new(),
-        };
+        return ParsedReview { findings: Vec::new(), format: ReviewFormat::Empty, words, warnings: Vec::new() };
     }
     let mut warnings = Vec::new();
     if starts_like_json(text) {
         match decode_json_review(text) {
             Ok(review) => return json_parsed(review, words, warnings),
-            Err(err) => warnings.push(format!(
-                "the review starts like JSON but {err}; parsed it as markdown"
-            )),
+            Err(err) => warnings.push(format!("the review starts like JSON but {err}; parsed it as markdown")),
         }
     }
     let markdown = parse_markdown(text);
@@ -154,12 +143,7 @@ pub fn parse_review(text: &str) -> ParsedReview {
         }
     }
     warnings.extend(markdown.warnings);
-    ParsedReview {
-        findings: markdown.findings,
-        format: ReviewFormat::Markdown,
-        words,
-        warnings,
-    }
+    ParsedReview { findings: markdown.findings, format: ReviewFormat::Markdown, words, warnings }
 }
 
 /// Decodes an agent's JSON findings with SWE-PRBench's published parse order; see
@@ -175,10 +159,7 @@ pub fn parse_json_findings(text: &str) -> Result<Vec<Finding>, JsonFindingsError
 
 fn json_parsed(review: JsonReview, words: usize, mut warnings: Vec<String>) -> ParsedReview {
     if review.skipped > 0 {
-        warnings.push(format!(
-            "skipped {} JSON item(s) without a non-empty string `body`",
-            review.skipped
-        ));
+        warnings.push(format!("skipped {} JSON item(s) without a non-empty string `body`", review.skipped));
     }
     if review.dropped > 0 {
         warnings.push(format!(
@@ -186,12 +167,7 @@ fn json_parsed(review: JsonReview, words: usize, mut warnings: Vec<String>) -> P
             MAX_JSON_COMMENTS + review.dropped
         ));
     }
-    ParsedReview {
-        findings: review.findings,
-        format: ReviewFormat::Json,
-        words,
-        warnings,
-    }
+    ParsedReview { findings: review.findings, format: ReviewFormat::Json, words, warnings }
 }
 
 /// Whether the review starts like a JSON answer: `{`, or `[` followed by `{` or `]` (so a
@@ -200,10 +176,7 @@ fn json_parsed(review: JsonReview, words: usize, mut warnings: Vec<String>) -> P
 fn starts_like_json(text: &str) -> bool {
     let mut start = text.trim_start();
     if start.starts_with("```") {
-        start = start
-            .split_once('\n')
-            .map_or("", |(_, rest)| rest)
-            .trim_start();
+        start = start.split_once('\n').map_or("", |(_, rest)| rest).trim_start();
     }
     match start.strip_prefix('[') {
         Some(rest) => rest.trim_start().starts_with(['{', ']']),
@@ -260,11 +233,7 @@ fn decode_json_review(text: &str) -> Result<JsonReview, JsonFindingsError> {
     }
     // Step 3: the last embedded comment list wins (an agent that drafts and then corrects
     // itself means the correction).
-    if let Some(review) = embedded_values(text)
-        .iter()
-        .rev()
-        .find_map(|value| from_container(value, false))
-    {
+    if let Some(review) = embedded_values(text).iter().rev().find_map(|value| from_container(value, false)) {
         return Ok(review);
     }
     // Step 4: loose comment objects.
@@ -330,28 +299,11 @@ fn json_comment(item: &Value) -> Option<Finding> {
     }
     let file = ["file", "path"]
         .iter()
-        .find_map(|key| {
-            object
-                .get(*key)?
-                .as_str()
-                .map(str::trim)
-                .filter(|file| !file.is_empty())
-        })
+        .find_map(|key| object.get(*key)?.as_str().map(str::trim).filter(|file| !file.is_empty()))
         .map(str::to_string);
-    let line = ["line", "start_line"]
-        .iter()
-        .find_map(|key| json_line(object.get(*key)?));
-    let severity = object
-        .get("severity")
-        .and_then(Value::as_str)
-        .and_then(normalise_severity);
-    Some(Finding {
-        rank: 0,
-        body: body.to_string(),
-        file,
-        line,
-        severity,
-    })
+    let line = ["line", "start_line"].iter().find_map(|key| json_line(object.get(*key)?));
+    let severity = object.get("severity").and_then(Value::as_str).and_then(normalise_severity);
+    Some(Finding { rank: 0, body: body.to_string(), file, line, severity })
 }
 
 /// A line number: an integer, a whole float (`42.0`) or a numeric string (`"42"`).
@@ -511,10 +463,7 @@ fn scan_lines(text: &str) -> (Vec<MdLine<'_>>, Vec<FenceBlock>) {
         let rest = rest.trim_end();
         let kind = if let Some((ch, len, open)) = open_fence {
             if is_fence_close(rest, ch, len) {
-                fences.push(FenceBlock {
-                    open,
-                    close: Some(index),
-                });
+                fences.push(FenceBlock { open, close: Some(index) });
                 open_fence = None;
             }
             LineKind::Code
@@ -525,14 +474,9 @@ fn scan_lines(text: &str) -> (Vec<MdLine<'_>>, Vec<FenceBlock>) {
             LineKind::Blank
         } else if let Some((level, text)) = atx_heading(rest).filter(|_| indent <= 3) {
             LineKind::Heading { level, text }
-        } else if let Some(level) =
-            setext_underline(rest).filter(|_| indent <= 3 && setext_text_before(&lines))
-        {
+        } else if let Some(level) = setext_underline(rest).filter(|_| indent <= 3 && setext_text_before(&lines)) {
             if let Some(previous) = lines.last_mut() {
-                previous.kind = LineKind::Heading {
-                    level,
-                    text: previous.raw.trim().to_string(),
-                };
+                previous.kind = LineKind::Heading { level, text: previous.raw.trim().to_string() };
             }
             LineKind::Blank
         } else if indent <= 3 && is_thematic_break(rest) {
@@ -540,12 +484,7 @@ fn scan_lines(text: &str) -> (Vec<MdLine<'_>>, Vec<FenceBlock>) {
         } else if let Some((kind, marker_cols, content, bold)) = list_marker(rest) {
             let spaces = content.len() - content.trim_start_matches([' ', '\t']).len();
             let gap = if spaces == 0 || spaces > 4 { 1 } else { spaces };
-            LineKind::Item {
-                kind,
-                content_col: indent + marker_cols + gap,
-                content: content.trim().to_string(),
-                bold,
-            }
+            LineKind::Item { kind, content_col: indent + marker_cols + gap, content: content.trim().to_string(), bold }
         } else {
             LineKind::Text
         };
@@ -606,11 +545,7 @@ fn atx_heading(rest: &str) -> Option<(usize, String)> {
     }
     let text = after.trim();
     let closed = text.trim_end_matches('#');
-    let text = if closed.is_empty() || closed.ends_with([' ', '\t']) {
-        closed.trim_end()
-    } else {
-        text
-    };
+    let text = if closed.is_empty() || closed.ends_with([' ', '\t']) { closed.trim_end() } else { text };
     Some((level, text.to_string()))
 }
 
@@ -634,12 +569,9 @@ fn setext_text_before(lines: &[MdLine<'_>]) -> bool {
     };
     matches!(last.kind, LineKind::Text)
         && last.indent <= 3
-        && before.last().is_none_or(|line| {
-            matches!(
-                line.kind,
-                LineKind::Blank | LineKind::Heading { .. } | LineKind::Break
-            )
-        })
+        && before
+            .last()
+            .is_none_or(|line| matches!(line.kind, LineKind::Blank | LineKind::Heading { .. } | LineKind::Break))
 }
 
 fn is_thematic_break(rest: &str) -> bool {
@@ -658,36 +590,15 @@ fn list_marker(rest: &str) -> Option<(ListKind, usize, String, bool)> {
     if matches!(bytes.first(), Some(b'-' | b'*' | b'+')) && space_or_end(1) {
         return Some((ListKind::Bullet, 1, rest[1..].to_string(), false));
     }
-    let digits_from = |at: usize| {
-        bytes[at.min(bytes.len())..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count()
-    };
+    let digits_from = |at: usize| bytes[at.min(bytes.len())..].iter().take_while(|b| b.is_ascii_digit()).count();
     let digits = digits_from(0);
-    if (1..=9).contains(&digits)
-        && matches!(bytes.get(digits), Some(b'.' | b')'))
-        && space_or_end(digits + 1)
-    {
-        return Some((
-            ListKind::Numbered,
-            digits + 1,
-            rest[digits + 1..].to_string(),
-            false,
-        ));
+    if (1..=9).contains(&digits) && matches!(bytes.get(digits), Some(b'.' | b')')) && space_or_end(digits + 1) {
+        return Some((ListKind::Numbered, digits + 1, rest[digits + 1..].to_string(), false));
     }
     if bytes.first() == Some(&b'(') {
         let digits = digits_from(1);
-        if (1..=9).contains(&digits)
-            && bytes.get(1 + digits) == Some(&b')')
-            && space_or_end(digits + 2)
-        {
-            return Some((
-                ListKind::Numbered,
-                digits + 2,
-                rest[digits + 2..].to_string(),
-                false,
-            ));
+        if (1..=9).contains(&digits) && bytes.get(1 + digits) == Some(&b')') && space_or_end(digits + 2) {
+            return Some((ListKind::Numbered, digits + 2, rest[digits + 2..].to_string(), false));
         }
     }
     if rest.starts_with("**") {
@@ -733,13 +644,7 @@ struct Section {
 /// summary or a severity group under a bold line instead of a heading; other bold lines
 /// (`**Fix:**`) are ordinary text.
 fn split_sections(lines: &[MdLine<'_>]) -> Vec<Section> {
-    let mut sections = vec![Section {
-        level: 0,
-        head: None,
-        title: String::new(),
-        body: 0..0,
-        label: false,
-    }];
+    let mut sections = vec![Section { level: 0, head: None, title: String::new(), body: 0..0, label: false }];
     for (index, line) in lines.iter().enumerate() {
         let heading = match &line.kind {
             LineKind::Heading { level, text } => Some((*level, text.clone(), false)),
@@ -752,13 +657,7 @@ fn split_sections(lines: &[MdLine<'_>]) -> Vec<Section> {
             if let Some(previous) = sections.last_mut() {
                 previous.body.end = index;
             }
-            sections.push(Section {
-                level,
-                head: Some(index),
-                title,
-                body: index + 1..index + 1,
-                label,
-            });
+            sections.push(Section { level, head: Some(index), title, body: index + 1..index + 1, label });
         }
     }
     if let Some(last) = sections.last_mut() {
@@ -768,11 +667,7 @@ fn split_sections(lines: &[MdLine<'_>]) -> Vec<Section> {
 }
 
 fn after_paragraph_break(lines: &[MdLine<'_>], index: usize) -> bool {
-    index == 0
-        || matches!(
-            lines[index - 1].kind,
-            LineKind::Blank | LineKind::Heading { .. } | LineKind::Break
-        )
+    index == 0 || matches!(lines[index - 1].kind, LineKind::Blank | LineKind::Heading { .. } | LineKind::Break)
 }
 
 /// The title of a section label line, if the line is one (see [`split_sections`]).
@@ -790,14 +685,8 @@ fn section_label(raw: &str) -> Option<String> {
     };
     let analysed = Title::analyse(title);
     let group = !analysed.words.is_empty()
-        && analysed
-            .words
-            .iter()
-            .all(|w| LABEL_GROUP_WORDS.contains(&w.as_str()) || CONNECTIVES.contains(&w.as_str()))
-        && analysed
-            .words
-            .iter()
-            .any(|w| LABEL_GROUP_WORDS.contains(&w.as_str()));
+        && analysed.words.iter().all(|w| LABEL_GROUP_WORDS.contains(&w.as_str()) || CONNECTIVES.contains(&w.as_str()))
+        && analysed.words.iter().any(|w| LABEL_GROUP_WORDS.contains(&w.as_str()));
     (analysed.non_finding || group).then(|| title.to_string())
 }
 
@@ -819,6 +708,8 @@ struct Title {
     category: bool,
     /// A category heading naming findings or a severity (`Issues`, `Critical`, `Suggestions`).
     group: bool,
+    /// Names a topic (`Naming`, `Error handling`), not just a severity or a group.
+    topic: bool,
     /// The severity a category heading gives its findings (`Critical issues` → P0, `Nits` → P2).
     group_severity: Option<Severity>,
     /// Summary/Overview/Conclusion/Strengths/What's good/Positive… (see [`NON_FINDING_TITLES`]),
@@ -847,19 +738,13 @@ impl Title {
         let words = lowercase_words(&display);
         let category = words.iter().all(|w| is_category_word(w));
         let mentions_findings = words.iter().any(|w| FINDING_WORDS.contains(&w.as_str()));
-        let group_severity = if category {
-            words.iter().find_map(|w| word_severity(w))
-        } else {
-            None
-        };
-        let group = category
-            && words
-                .iter()
-                .any(|w| GROUP_WORDS.contains(&w.as_str()) || word_severity(w).is_some());
+        let group_severity = if category { words.iter().find_map(|w| word_severity(w)) } else { None };
+        let topic = words.iter().any(|w| TOPIC_WORDS.contains(&w.as_str()));
+        let group = category && words.iter().any(|w| GROUP_WORDS.contains(&w.as_str()) || word_severity(w).is_some());
         let non_finding = !mentions_findings
-            && NON_FINDING_TITLES.iter().any(|phrase| {
-                words.len() >= phrase.len() && words.iter().zip(phrase.iter()).all(|(w, p)| w == p)
-            });
+            && NON_FINDING_TITLES
+                .iter()
+                .any(|phrase| words.len() >= phrase.len() && words.iter().zip(phrase.iter()).all(|(w, p)| w == p));
         Title {
             marker: leading_severity(&display),
             finding_label: has_finding_label(rest),
@@ -868,6 +753,7 @@ impl Title {
             numbered,
             category,
             group,
+            topic,
             group_severity,
             non_finding,
             mentions_findings,
@@ -890,10 +776,7 @@ fn strip_enumerator(text: &str) -> Option<&str> {
     }
     let first_group = at;
     while bytes.get(at) == Some(&b'.') && bytes.get(at + 1).is_some_and(u8::is_ascii_digit) {
-        at += 1 + bytes[at + 1..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
+        at += 1 + bytes[at + 1..].iter().take_while(|b| b.is_ascii_digit()).count();
     }
     let punctuated = if parenthesised {
         if bytes.get(at) != Some(&b')') {
@@ -921,9 +804,7 @@ fn strip_enumerator(text: &str) -> Option<&str> {
 }
 
 fn has_finding_label(text: &str) -> bool {
-    let len = text
-        .find(|c: char| !c.is_alphanumeric())
-        .unwrap_or(text.len());
+    let len = text.find(|c: char| !c.is_alphanumeric()).unwrap_or(text.len());
     let word = text[..len].to_lowercase();
     if !["finding", "issue", "bug", "problem", "concern", "comment"].contains(&word.as_str()) {
         return false;
@@ -934,10 +815,7 @@ fn has_finding_label(text: &str) -> bool {
 }
 
 fn lowercase_words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
 
 /// A word's severity, plurals included (`nits` → P2, `blockers` → P0).
@@ -946,210 +824,67 @@ fn word_severity(word: &str) -> Option<Severity> {
 }
 
 fn is_category_word(word: &str) -> bool {
-    CATEGORY_WORDS.contains(&word) || CONNECTIVES.contains(&word) || word_severity(word).is_some()
+    GROUP_NAME_WORDS.contains(&word)
+        || TOPIC_WORDS.contains(&word)
+        || CONNECTIVES.contains(&word)
+        || word_severity(word).is_some()
 }
 
 /// Titles of sections that are not findings, matched as leading words (after emoji, emphasis
 /// and enumerators are dropped): "Summary", "Overview", "Conclusion", "Strengths",
 /// "What's good", "Positive notes", "Praise", "Verdict", "TL;DR", "Final thoughts", "Overall"…
+#[rustfmt::skip]
 const NON_FINDING_TITLES: &[&[&str]] = &[
-    &["summary"],
-    &["overview"],
-    &["conclusion"],
-    &["conclusions"],
-    &["strengths"],
-    &["strength"],
-    &["what", "s", "good"],
-    &["whats", "good"],
-    &["what", "is", "good"],
-    &["what", "looks", "good"],
-    &["what", "s", "working"],
-    &["what", "works"],
-    &["what", "went", "well"],
-    &["what", "s", "done", "well"],
-    &["done", "well"],
-    &["positive"],
-    &["positives"],
-    &["praise"],
-    &["highlights"],
-    &["tl", "dr"],
-    &["tldr"],
-    &["verdict"],
-    &["final", "thoughts"],
-    &["overall"],
-    &["looks", "good"],
-    &["lgtm"],
+    &["summary"], &["overview"], &["conclusion"], &["conclusions"], &["strengths"], &["strength"],
+    &["what", "s", "good"], &["whats", "good"], &["what", "is", "good"],
+    &["what", "looks", "good"], &["what", "s", "working"], &["what", "works"],
+    &["what", "went", "well"], &["what", "s", "done", "well"], &["done", "well"],
+    &["positive"], &["positives"], &["praise"], &["highlights"], &["tl", "dr"], &["tldr"],
+    &["verdict"], &["final", "thoughts"], &["overall"], &["looks", "good"], &["lgtm"],
 ];
 
-/// Words that, alone or with connectives, name a group of findings rather than one finding.
-const CATEGORY_WORDS: &[&str] = &[
-    // What groups are called.
-    "issue",
-    "issues",
-    "finding",
-    "findings",
-    "bug",
-    "bugs",
-    "problem",
-    "problems",
-    "concern",
-    "concerns",
-    "defect",
-    "defects",
-    "comment",
-    "comments",
-    "feedback",
-    "recommendation",
-    "recommendations",
-    "improvement",
-    "improvements",
-    "observation",
-    "observations",
-    "note",
-    "notes",
-    "remark",
-    "remarks",
-    "question",
-    "questions",
-    "risk",
-    "risks",
-    "fix",
-    "fixes",
-    "change",
-    "changes",
-    "requested",
-    "required",
-    "review",
-    "code",
-    "things",
-    "items",
-    "details",
-    "detailed",
-    "consider",
-    "considerations",
-    "priority",
-    "severity",
-    "urgent",
-    "blocking",
-    "non",
-    "must",
-    "should",
-    "could",
-    "nice",
-    "have",
-    "optional",
-    "potential",
-    "possible",
-    "other",
-    "additional",
-    "general",
-    "misc",
-    "miscellaneous",
-    "key",
-    "main",
-    "p3",
-    // What groups are about.
-    "security",
-    "performance",
-    "correctness",
-    "logic",
-    "functionality",
-    "functional",
-    "style",
-    "styling",
-    "formatting",
-    "naming",
-    "readability",
-    "maintainability",
-    "quality",
-    "testing",
-    "tests",
-    "test",
-    "coverage",
-    "documentation",
-    "docs",
-    "design",
-    "architecture",
-    "api",
-    "error",
-    "errors",
-    "handling",
-    "edge",
-    "cases",
-    "case",
-    "concurrency",
-    "thread",
-    "safety",
-    "reliability",
-    "robustness",
-    "compatibility",
-    "usability",
-    "accessibility",
-    "validation",
-    "input",
-    "types",
-    "typing",
-    "type",
-    "memory",
-    "resource",
-    "resources",
-    "leaks",
-    "dependencies",
-    "configuration",
-    "config",
-    "build",
-    "ci",
-    "best",
-    "practices",
-    "refactoring",
-    "cleanup",
-    "complexity",
-    "efficiency",
-    "scalability",
-    "data",
-    "integrity",
-    "context",
-    "background",
-    "description",
-    "scope",
-    "approach",
-    "files",
-    "reviewed",
+/// Words that name a group of findings (`Issues`, `Other suggestions`, `Must fix`); with
+/// severity words, [`TOPIC_WORDS`] and connectives they make a heading a category heading.
+#[rustfmt::skip]
+const GROUP_NAME_WORDS: &[&str] = &[
+    "issue", "issues", "finding", "findings", "bug", "bugs", "problem", "problems", "concern",
+    "concerns", "defect", "defects", "comment", "comments", "feedback", "recommendation",
+    "recommendations", "improvement", "improvements", "observation", "observations", "note",
+    "notes", "remark", "remarks", "question", "questions", "risk", "risks", "fix", "fixes",
+    "change", "changes", "requested", "required", "review", "code", "things", "items", "details",
+    "detailed", "consider", "considerations", "priority", "severity", "urgent", "blocking",
+    "non", "must", "should", "could", "nice", "have", "optional", "potential", "possible",
+    "other", "additional", "general", "misc", "miscellaneous", "key", "main", "p3",
+];
+
+/// Words that name what a group of findings is about (`Security`, `Error handling`).
+#[rustfmt::skip]
+const TOPIC_WORDS: &[&str] = &[
+    "security", "performance", "correctness", "logic", "functionality", "functional", "style",
+    "styling", "formatting", "naming", "readability", "maintainability", "quality", "testing",
+    "tests", "test", "coverage", "documentation", "docs", "design", "architecture", "api",
+    "error", "errors", "handling", "edge", "cases", "case", "concurrency", "thread", "safety",
+    "reliability", "robustness", "compatibility", "usability", "accessibility", "validation",
+    "input", "types", "typing", "type", "memory", "resource", "resources", "leaks",
+    "dependencies", "configuration", "config", "build", "ci", "best", "practices",
+    "refactoring", "cleanup", "complexity", "efficiency", "scalability", "data", "integrity",
+    "context", "background", "description", "scope", "approach", "files", "reviewed",
 ];
 
 /// Words joining category words (`Bugs and risks`, `Issues to fix`).
-const CONNECTIVES: &[&str] = &[
-    "and", "or", "of", "the", "a", "for", "with", "in", "to", "found",
-];
+const CONNECTIVES: &[&str] = &["and", "or", "of", "the", "a", "for", "with", "in", "to", "found"];
 
 /// Category words that make a heading a group of findings (a heading under one of them with
 /// no list of its own is a finding).
+#[rustfmt::skip]
 const GROUP_WORDS: &[&str] = &[
-    "issue",
-    "issues",
-    "finding",
-    "findings",
-    "bug",
-    "bugs",
-    "problem",
-    "problems",
-    "concern",
-    "concerns",
-    "defect",
-    "defects",
-    "comment",
-    "comments",
-    "feedback",
-    "recommendation",
-    "recommendations",
-    "improvement",
-    "improvements",
-    "suggestions",
-    "nits",
-    "nitpicks",
+    "issue", "issues", "finding", "findings", "bug", "bugs", "problem", "problems", "concern",
+    "concerns", "defect", "defects", "comment", "comments", "feedback", "recommendation",
+    "recommendations", "improvement", "improvements", "suggestions", "nits", "nitpicks",
 ];
 
 /// Words that mention findings; a title with one is never a non-finding section.
+#[rustfmt::skip]
 const FINDING_WORDS: &[&str] = &[
     "issue", "issues", "finding", "findings", "bug", "bugs", "problem", "problems", "concern",
     "concerns", "defect", "defects",
@@ -1157,33 +892,11 @@ const FINDING_WORDS: &[&str] = &[
 
 /// Words a section label may consist of to be a findings group (plural group words and
 /// severities; not `suggestion` or `important`, which often label a paragraph inside a finding).
+#[rustfmt::skip]
 const LABEL_GROUP_WORDS: &[&str] = &[
-    "issues",
-    "findings",
-    "bugs",
-    "problems",
-    "concerns",
-    "suggestions",
-    "recommendations",
-    "improvements",
-    "nits",
-    "nitpicks",
-    "critical",
-    "blocker",
-    "blockers",
-    "severe",
-    "high",
-    "major",
-    "medium",
-    "moderate",
-    "minor",
-    "low",
-    "nit",
-    "p0",
-    "p1",
-    "p2",
-    "priority",
-    "severity",
+    "issues", "findings", "bugs", "problems", "concerns", "suggestions", "recommendations",
+    "improvements", "nits", "nitpicks", "critical", "blocker", "blockers", "severe", "high",
+    "major", "medium", "moderate", "minor", "low", "nit", "p0", "p1", "p2", "priority", "severity",
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -1240,10 +953,7 @@ fn parse_markdown(text: &str) -> MarkdownReview {
     let mut index = 0;
     while index < sections.len() {
         let section = &sections[index];
-        while stack
-            .last()
-            .is_some_and(|context| context.level >= section.level)
-        {
+        while stack.last().is_some_and(|context| context.level >= section.level) {
             stack.pop();
         }
         let parent = stack.last().copied();
@@ -1256,38 +966,19 @@ fn parse_markdown(text: &str) -> MarkdownReview {
         let title = Title::analyse(&section.title);
         let end = section_end(&sections, index);
         let leaf = sections[index + 1..end].iter().all(|nested| nested.label);
-        let finding_children = sections[index + 1..end]
-            .iter()
-            .any(|nested| !nested.label && Title::analyse(&nested.title).finding_like());
+        let finding_children =
+            sections[index + 1..end].iter().any(|nested| !nested.label && Title::analyse(&nested.title).finding_like());
         let excluded = if title.mentions_findings {
             false
         } else {
             title.non_finding || parent.is_some_and(|context| context.excluded)
         };
-        let severity = title
-            .group_severity
-            .or(parent.and_then(|context| context.severity));
-        if !excluded
-            && !section.label
-            && is_finding_heading(&title, parent, !items.is_empty(), leaf, finding_children)
+        let severity = title.group_severity.or(parent.and_then(|context| context.severity));
+        if !excluded && !section.label && is_finding_heading(&title, parent, !items.is_empty(), leaf, finding_children)
         {
-            let span = head + 1
-                ..sections
-                    .get(end)
-                    .and_then(|next| next.head)
-                    .unwrap_or(lines.len());
-            push_heading(
-                &lines,
-                &title,
-                span,
-                parent.and_then(|context| context.severity),
-                &mut findings,
-            );
-            covered[head..sections
-                .get(end)
-                .and_then(|next| next.head)
-                .unwrap_or(lines.len())]
-                .fill(true);
+            let span = head + 1..sections.get(end).and_then(|next| next.head).unwrap_or(lines.len());
+            push_heading(&lines, &title, span, parent.and_then(|context| context.severity), &mut findings);
+            covered[head..sections.get(end).and_then(|next| next.head).unwrap_or(lines.len())].fill(true);
             index = end;
             continue;
         }
@@ -1302,23 +993,14 @@ fn parse_markdown(text: &str) -> MarkdownReview {
                 fallback.push((index, title));
             }
         }
-        stack.push(Context {
-            level: section.level,
-            excluded,
-            severity,
-            group: title_group(&sections[index], parent),
-        });
+        stack.push(Context { level: section.level, excluded, severity, group: title_group(&sections[index], parent) });
         index += 1;
     }
     if findings.is_empty() && fallback.len() >= 2 {
         for (index, title) in &fallback {
             let end = section_end(&sections, *index);
             let start = sections[*index].head.map_or(0, |head| head + 1);
-            let span = start
-                ..sections
-                    .get(end)
-                    .and_then(|next| next.head)
-                    .unwrap_or(lines.len());
+            let span = start..sections.get(end).and_then(|next| next.head).unwrap_or(lines.len());
             covered[span.clone()].fill(true);
             push_heading(&lines, title, span, None, &mut findings);
         }
@@ -1342,18 +1024,11 @@ fn parse_markdown(text: &str) -> MarkdownReview {
         }
         if !covered[fence.open] {
             let end = fence.close.unwrap_or(lines.len());
-            let content: Vec<&str> = lines[fence.open + 1..end]
-                .iter()
-                .map(|line| line.raw)
-                .collect();
+            let content: Vec<&str> = lines[fence.open + 1..end].iter().map(|line| line.raw).collect();
             stray_fences.push(content.join("\n"));
         }
     }
-    MarkdownReview {
-        findings,
-        warnings,
-        stray_fences,
-    }
+    MarkdownReview { findings, warnings, stray_fences }
 }
 
 /// Whether a section is a group its unprefixed sub-headings can be findings of.
@@ -1379,9 +1054,10 @@ fn section_end(sections: &[Section], index: usize) -> usize {
 /// * a numbered heading (`### 1. Off-by-one in paginate`, `### 2) …`) or one starting with a
 ///   severity marker (`### [P1] Missing check`, `### 🔴 Critical: …`) whose text is specific;
 ///   list items under it are the finding's details, not separate findings;
-/// * a numbered heading with a generic text (`## 3. Performance`) only when it has neither a
-///   list nor sub-headings of its own: with a list it is a category whose items are the
-///   findings; a severity marker with a generic text (`### 🔴 Critical`) is always a group;
+/// * a numbered heading with a generic text (`## 3. Performance`), or a marked one naming a
+///   topic (`### [P2] Naming`), only when it has neither a list nor sub-headings of its own:
+///   with a list it is a category whose items are the findings; a marked heading naming only a
+///   severity or a group (`### 🔴 Critical`, `### P1 issues`) is always a group;
 /// * an unnumbered, specific heading (`### Off-by-one in paginate`) directly or indirectly under
 ///   a group heading (`## Issues`, `## Critical`, `## Suggestions`) with neither a list nor
 ///   sub-headings of its own.
@@ -1402,7 +1078,7 @@ fn is_finding_heading(
         return !title.category || (!has_items && leaf);
     }
     if title.marker.is_some() {
-        return !title.category;
+        return !title.category || (title.topic && !has_items && leaf);
     }
     !title.category && !has_items && leaf && parent.is_some_and(|context| context.group)
 }
@@ -1432,25 +1108,14 @@ fn list_items(lines: &[MdLine<'_>], range: Range<usize>) -> Vec<ItemSpan> {
     let candidates: Vec<(usize, ListKind, usize, bool)> = range
         .clone()
         .filter_map(|index| match &lines[index].kind {
-            LineKind::Item {
-                kind,
-                content_col,
-                bold,
-                ..
-            } => Some((index, *kind, *content_col, *bold)),
+            LineKind::Item { kind, content_col, bold, .. } => Some((index, *kind, *content_col, *bold)),
             _ => None,
         })
         .collect();
-    let Some(top) = candidates
-        .iter()
-        .map(|&(index, ..)| lines[index].indent)
-        .min()
-    else {
+    let Some(top) = candidates.iter().map(|&(index, ..)| lines[index].indent).min() else {
         return Vec::new();
     };
-    let chosen = if candidates
-        .iter()
-        .any(|&(index, kind, ..)| kind == ListKind::Numbered && lines[index].indent == top)
+    let chosen = if candidates.iter().any(|&(index, kind, ..)| kind == ListKind::Numbered && lines[index].indent == top)
     {
         ListKind::Numbered
     } else {
@@ -1474,14 +1139,9 @@ fn list_items(lines: &[MdLine<'_>], range: Range<usize>) -> Vec<ItemSpan> {
         if position + 1 < starts.len() {
             loose |= paragraph.is_some();
         } else {
-            let thematic_break =
-                (first + 1..end).find(|&index| matches!(lines[index].kind, LineKind::Break));
+            let thematic_break = (first + 1..end).find(|&index| matches!(lines[index].kind, LineKind::Break));
             let paragraph = paragraph.filter(|_| !loose && !bold);
-            end = thematic_break
-                .into_iter()
-                .chain(paragraph)
-                .min()
-                .unwrap_or(end);
+            end = thematic_break.into_iter().chain(paragraph).min().unwrap_or(end);
         }
         while end > first + 1 && matches!(lines[end - 1].kind, LineKind::Blank | LineKind::Break) {
             end -= 1;
@@ -1509,12 +1169,7 @@ fn push_items(
 ) {
     for item in items {
         covered[item.first..item.end].fill(true);
-        let LineKind::Item {
-            content,
-            content_col,
-            ..
-        } = &lines[item.first].kind
-        else {
+        let LineKind::Item { content, content_col, .. } = &lines[item.first].kind else {
             continue;
         };
         let rest = &lines[item.first + 1..item.end];
@@ -1534,22 +1189,15 @@ fn push_items(
         if body.is_empty() || is_placeholder(&body) {
             continue;
         }
-        let severity = leading_severity(content)
-            .or_else(|| labelled_severity(rest))
-            .or(fallback_severity);
+        let severity = leading_severity(content).or_else(|| labelled_severity(rest)).or(fallback_severity);
         let (file, line) = locate(&prose.join("\n"), &code.join("\n"));
-        findings.push(Finding {
-            rank: 0,
-            body,
-            file,
-            line,
-            severity,
-        });
+        findings.push(Finding { rank: 0, body, file, line, severity });
     }
 }
 
 /// Appends the finding of a per-finding heading: its text (without `#`s and enumerator) and the
-/// lines of its section, sub-headings included, markdown kept.
+/// lines of its section, sub-headings included, markdown kept. A generic heading (see
+/// [`Title::category`]) whose section is empty or a placeholder (`None.`) yields nothing.
 fn push_heading(
     lines: &[MdLine<'_>],
     title: &Title,
@@ -1574,30 +1222,21 @@ fn push_heading(
             prose.push(text)
         }
     }
-    let body = body.join("\n").trim().to_string();
-    if body.is_empty() {
+    // A generic heading over nothing (`### 2. Security` / `None.`) is an empty group.
+    let details = body[1..].join("\n");
+    if title.category && (details.trim().is_empty() || is_placeholder(&details)) {
         return;
     }
-    let severity = title
-        .marker
-        .or_else(|| labelled_severity(rest))
-        .or(fallback_severity);
+    let body = body.join("\n").trim().to_string();
+    let severity = title.marker.or_else(|| labelled_severity(rest)).or(fallback_severity);
     let (file, line) = locate(&prose.join("\n"), &code.join("\n"));
-    findings.push(Finding {
-        rank: 0,
-        body,
-        file,
-        line,
-        severity,
-    });
+    findings.push(Finding { rank: 0, body, file, line, severity });
 }
 
 /// Items that say there is nothing (`None`, `N/A`, `No issues found`), as templated reviews
 /// write under empty severity groups, are not findings.
 fn is_placeholder(body: &str) -> bool {
-    let text = body
-        .trim_matches(|c: char| !c.is_alphanumeric())
-        .to_lowercase();
+    let text = body.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();
     matches!(
         text.as_str(),
         "none"
@@ -1621,16 +1260,12 @@ fn is_placeholder(body: &str) -> bool {
 const EMPHASIS: [char; 3] = ['*', '_', '`'];
 
 /// Words that may follow a severity word inside a marker: `High severity:`, `[Critical bug]`.
-const QUALIFIERS: &[&str] = &[
-    "severity", "priority", "risk", "impact", "issue", "bug", "problem", "concern",
-];
+const QUALIFIERS: &[&str] = &["severity", "priority", "risk", "impact", "issue", "bug", "problem", "concern"];
 
 /// Leading whitespace, emphasis, quote and table characters, emoji and other non-ASCII symbols.
 fn skip_decoration(text: &str) -> &str {
     text.trim_start_matches(|c: char| {
-        c.is_whitespace()
-            || matches!(c, '*' | '_' | '`' | '~' | '>' | '|')
-            || (!c.is_ascii() && !c.is_alphanumeric())
+        c.is_whitespace() || matches!(c, '*' | '_' | '`' | '~' | '>' | '|') || (!c.is_ascii() && !c.is_alphanumeric())
     })
 }
 
@@ -1678,9 +1313,7 @@ fn leading_severity(text: &str) -> Option<Severity> {
 
 /// A severity from a word at the start of `text` (see [`leading_severity`]).
 fn word_marker(text: &str) -> Option<Severity> {
-    let len = text
-        .find(|c: char| !c.is_alphanumeric())
-        .unwrap_or(text.len());
+    let len = text.find(|c: char| !c.is_alphanumeric()).unwrap_or(text.len());
     let (word, after) = text.split_at(len);
     if is_severity_label(word) {
         return label_value(after);
@@ -1694,9 +1327,7 @@ fn word_marker(text: &str) -> Option<Severity> {
 fn ends_marker(after: &str) -> bool {
     let mut after = after.trim_start_matches(EMPHASIS);
     let joined = after.trim_start_matches([' ', '-']);
-    let len = joined
-        .find(|c: char| !c.is_alphanumeric())
-        .unwrap_or(joined.len());
+    let len = joined.find(|c: char| !c.is_alphanumeric()).unwrap_or(joined.len());
     if len > 0 && QUALIFIERS.contains(&joined[..len].to_lowercase().as_str()) {
         after = joined[len..].trim_start_matches(EMPHASIS);
     }
@@ -1716,18 +1347,13 @@ fn tag_severity(inner: &str) -> Option<Severity> {
     if let Some(severity) = normalise_severity(inner) {
         return Some(severity);
     }
-    let words: Vec<&str> = inner
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words: Vec<&str> = inner.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
     let (first, rest) = words.split_first()?;
     if is_severity_label(first) {
         return rest.first().and_then(|word| normalise_severity(word));
     }
     let severity = normalise_severity(first)?;
-    let qualified = rest
-        .iter()
-        .all(|word| QUALIFIERS.contains(&word.to_lowercase().as_str()));
+    let qualified = rest.iter().all(|word| QUALIFIERS.contains(&word.to_lowercase().as_str()));
     (is_p_level(first) || qualified).then_some(severity)
 }
 
@@ -1745,9 +1371,7 @@ fn label_value(after: &str) -> Option<Severity> {
     let after = after.trim_start_matches(|c: char| c.is_whitespace() || EMPHASIS.contains(&c));
     let value = after.strip_prefix([':', '='])?;
     let value = value.trim_start_matches(|c: char| !c.is_alphanumeric());
-    let len = value
-        .find(|c: char| !c.is_alphanumeric())
-        .unwrap_or(value.len());
+    let len = value.find(|c: char| !c.is_alphanumeric()).unwrap_or(value.len());
     normalise_severity(&value[..len])
 }
 
@@ -1761,9 +1385,7 @@ fn labelled_severity(lines: &[MdLine<'_>]) -> Option<Severity> {
             _ => line.raw,
         };
         let text = skip_decoration(text);
-        let len = text
-            .find(|c: char| !c.is_alphanumeric())
-            .unwrap_or(text.len());
+        let len = text.find(|c: char| !c.is_alphanumeric()).unwrap_or(text.len());
         if is_severity_label(&text[..len]) {
             label_value(&text[len..])
         } else {
@@ -1777,108 +1399,16 @@ fn labelled_severity(lines: &[MdLine<'_>]) -> Option<Severity> {
 // ---------------------------------------------------------------------------------------------
 
 /// Extensions that make a bare name (no slash, no line) a file: `utils.py`, `Cargo.toml`.
+#[rustfmt::skip]
 const KNOWN_EXTENSIONS: &[&str] = &[
-    "rs",
-    "py",
-    "pyi",
-    "js",
-    "mjs",
-    "cjs",
-    "ts",
-    "tsx",
-    "jsx",
-    "go",
-    "java",
-    "kt",
-    "kts",
-    "scala",
-    "c",
-    "h",
-    "cc",
-    "cpp",
-    "cxx",
-    "hpp",
-    "hh",
-    "cs",
-    "fs",
-    "rb",
-    "php",
-    "swift",
-    "m",
-    "mm",
-    "sh",
-    "bash",
-    "zsh",
-    "ps1",
-    "pl",
-    "pm",
-    "lua",
-    "r",
-    "dart",
-    "ex",
-    "exs",
-    "erl",
-    "hrl",
-    "hs",
-    "ml",
-    "mli",
-    "clj",
-    "cljs",
-    "elm",
-    "vue",
-    "svelte",
-    "sql",
-    "graphql",
-    "gql",
-    "proto",
-    "thrift",
-    "yaml",
-    "yml",
-    "json",
-    "jsonc",
-    "toml",
-    "ini",
-    "cfg",
-    "conf",
-    "env",
-    "xml",
-    "html",
-    "htm",
-    "css",
-    "scss",
-    "sass",
-    "less",
-    "md",
-    "mdx",
-    "rst",
-    "txt",
-    "csv",
-    "tsv",
-    "lock",
-    "gradle",
-    "properties",
-    "tf",
-    "tfvars",
-    "hcl",
-    "nix",
-    "zig",
-    "nim",
-    "jl",
-    "sol",
-    "ipynb",
-    "cmake",
-    "mk",
-    "dockerfile",
-    "bzl",
-    "bazel",
-    "gemspec",
-    "plist",
-    "cabal",
-    "sbt",
-    "groovy",
-    "vb",
-    "asm",
-    "s",
+    "rs", "py", "pyi", "js", "mjs", "cjs", "ts", "tsx", "jsx", "go", "java", "kt", "kts", "scala",
+    "c", "h", "cc", "cpp", "cxx", "hpp", "hh", "cs", "fs", "rb", "php", "swift", "m", "mm", "sh",
+    "bash", "zsh", "ps1", "pl", "pm", "lua", "r", "dart", "ex", "exs", "erl", "hrl", "hs", "ml",
+    "mli", "clj", "cljs", "elm", "vue", "svelte", "sql", "graphql", "gql", "proto", "thrift",
+    "yaml", "yml", "json", "jsonc", "toml", "ini", "cfg", "conf", "env", "xml", "html", "htm",
+    "css", "scss", "sass", "less", "md", "mdx", "rst", "txt", "csv", "tsv", "lock", "gradle",
+    "properties", "tf", "tfvars", "hcl", "nix", "zig", "nim", "jl", "sol", "ipynb", "cmake", "mk",
+    "dockerfile", "bzl", "bazel", "gemspec", "plist", "cabal", "sbt", "groovy", "vb", "asm", "s",
 ];
 
 /// A path mentioned in a finding.
@@ -1907,10 +1437,7 @@ fn locate(prose: &str, code: &str) -> (Option<String>, Option<i64>) {
 
 fn best_ref(text: &str) -> Option<PathRef> {
     let mut refs = path_refs(text);
-    let chosen = refs
-        .iter()
-        .position(|found| found.strong)
-        .or(if refs.is_empty() { None } else { Some(0) })?;
+    let chosen = refs.iter().position(|found| found.strong).or(if refs.is_empty() { None } else { Some(0) })?;
     Some(refs.swap_remove(chosen))
 }
 
@@ -1960,10 +1487,7 @@ fn path_ref(text: &str, start: usize, end: usize) -> Option<PathRef> {
     if !token.bytes().any(|b| b.is_ascii_alphabetic()) || token.starts_with("//") {
         return None;
     }
-    let names = token
-        .split('/')
-        .filter(|name| name.bytes().any(|b| b.is_ascii_alphanumeric()))
-        .count();
+    let names = token.split('/').filter(|name| name.bytes().any(|b| b.is_ascii_alphanumeric())).count();
     let has_slash = token.contains('/') && names >= 2;
     let last = token.rsplit('/').next().unwrap_or(token);
     let extension = last.rfind('.').map(|dot| &last[dot + 1..]).filter(|ext| {
@@ -1974,18 +1498,10 @@ fn path_ref(text: &str, start: usize, end: usize) -> Option<PathRef> {
     let line = attached_line(&text[end..]);
     let quoted = start > 0 && text.as_bytes()[start - 1] == b'`' && text[end..].starts_with('`');
     let valid = match extension {
-        Some(ext) => {
-            KNOWN_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str())
-                || has_slash
-                || line.is_some()
-        }
+        Some(ext) => KNOWN_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()) || has_slash || line.is_some(),
         None => has_slash && (quoted || line.is_some()),
     };
-    valid.then(|| PathRef {
-        path: token.to_string(),
-        line,
-        strong: line.is_some() || quoted || has_slash,
-    })
+    valid.then(|| PathRef { path: token.to_string(), line, strong: line.is_some() || quoted || has_slash })
 }
 
 /// The line attached to a path, from the text right after it:
@@ -2008,18 +1524,10 @@ fn attached_line(after: &str) -> Option<i64> {
     for _ in 0..4 {
         rest = rest.trim_start_matches(|c: char| {
             c.is_whitespace()
-                || matches!(
-                    c,
-                    '`' | '*' | '_' | '"' | '\'' | ')' | ']' | '(' | ',' | ':' | '-' | '–' | '—'
-                )
+                || matches!(c, '`' | '*' | '_' | '"' | '\'' | ')' | ']' | '(' | ',' | ':' | '-' | '–' | '—')
         });
-        let len = rest
-            .find(|c: char| !c.is_alphanumeric())
-            .unwrap_or(rest.len());
-        if matches!(
-            rest[..len].to_lowercase().as_str(),
-            "at" | "on" | "near" | "around" | "in"
-        ) {
+        let len = rest.find(|c: char| !c.is_alphanumeric()).unwrap_or(rest.len());
+        if matches!(rest[..len].to_lowercase().as_str(), "at" | "on" | "near" | "around" | "in") {
             rest = &rest[len..];
         } else {
             break;
@@ -2041,9 +1549,8 @@ fn keyword_line(text: &str, bare_l: bool) -> Option<i64> {
         if rest.starts_with(char::is_alphanumeric) {
             continue; // "linear", "liners"
         }
-        let rest = rest.trim_start_matches(|c: char| {
-            c.is_whitespace() || matches!(c, ':' | '.' | '#' | '=' | '*' | '_' | '`')
-        });
+        let rest = rest
+            .trim_start_matches(|c: char| c.is_whitespace() || matches!(c, ':' | '.' | '#' | '=' | '*' | '_' | '`'));
         return leading_number(rest.strip_prefix(['L', 'l']).unwrap_or(rest));
     }
     if bare_l {
@@ -2082,11 +1589,7 @@ mod tests {
     use super::*;
 
     fn bodies(review: &ParsedReview) -> Vec<&str> {
-        review
-            .findings
-            .iter()
-            .map(|finding| finding.body.as_str())
-            .collect()
+        review.findings.iter().map(|finding| finding.body.as_str()).collect()
     }
 
     fn ranks(review: &ParsedReview) -> Vec<u32> {
@@ -2094,19 +1597,11 @@ mod tests {
     }
 
     fn severities(review: &ParsedReview) -> Vec<Option<Severity>> {
-        review
-            .findings
-            .iter()
-            .map(|finding| finding.severity)
-            .collect()
+        review.findings.iter().map(|finding| finding.severity).collect()
     }
 
     fn locations(review: &ParsedReview) -> Vec<(Option<&str>, Option<i64>)> {
-        review
-            .findings
-            .iter()
-            .map(|finding| (finding.file.as_deref(), finding.line))
-            .collect()
+        review.findings.iter().map(|finding| (finding.file.as_deref(), finding.line)).collect()
     }
 
     #[test]
@@ -2146,17 +1641,10 @@ mod tests {
              \n\
              Continuation paragraph."
         );
-        assert_eq!(
-            review.findings[1].body,
-            "Missing null check in `lib/util.ts` line 7."
-        );
+        assert_eq!(review.findings[1].body, "Missing null check in `lib/util.ts` line 7.");
         assert_eq!(
             locations(&review),
-            vec![
-                (Some("src/page.py"), Some(42)),
-                (Some("lib/util.ts"), Some(7)),
-                (Some("README.md"), None)
-            ]
+            vec![(Some("src/page.py"), Some(42)), (Some("lib/util.ts"), Some(7)), (Some("README.md"), None)]
         );
         assert_eq!(severities(&review), vec![Some(Severity::P1), None, None]);
         assert!(review.warnings.is_empty(), "{:?}", review.warnings);
@@ -2263,10 +1751,7 @@ mod tests {
         assert_eq!(bodies(&review), vec!["one", "two"]);
         // An author who writes unindented continuation paragraphs keeps them on the last item.
         let review = parse_review("1. one\n\nmore on one\n\n2. two\n\nmore on two\n");
-        assert_eq!(
-            bodies(&review),
-            vec!["one\n\nmore on one", "two\n\nmore on two"]
-        );
+        assert_eq!(bodies(&review), vec!["one\n\nmore on one", "two\n\nmore on two"]);
     }
 
     #[test]
@@ -2304,26 +1789,14 @@ mod tests {
             "Off-by-one in paginate\n**File:** `src/page.py`\n**Line:** 42\n\n- The loop uses `<=`.\n\
              - Fix: use `<`.\n\n#### Suggested fix\n```python\n# 2. not a heading\n```"
         );
-        assert!(review.findings[1]
-            .body
-            .starts_with("Finding 2: Unchecked error in `load()`\n- **Severity:** High"));
+        assert!(review.findings[1].body.starts_with("Finding 2: Unchecked error in `load()`\n- **Severity:** High"));
         assert_eq!(review.findings[2].body, "[P2] Naming\n`tmp` says nothing.");
-        assert_eq!(
-            severities(&review),
-            vec![None, Some(Severity::P1), Some(Severity::P2)]
-        );
+        assert_eq!(severities(&review), vec![None, Some(Severity::P1), Some(Severity::P2)]);
         assert_eq!(
             locations(&review),
-            vec![
-                (Some("src/page.py"), Some(42)),
-                (Some("lib/load.go"), Some(17)),
-                (None, None)
-            ]
+            vec![(Some("src/page.py"), Some(42)), (Some("lib/load.go"), Some(17)), (None, None)]
         );
-        assert_eq!(
-            review.warnings,
-            vec!["ignored 1 list item(s) under non-finding heading(s): Summary"]
-        );
+        assert_eq!(review.warnings, vec!["ignored 1 list item(s) under non-finding heading(s): Summary"]);
     }
 
     #[test]
@@ -2357,10 +1830,7 @@ mod tests {
         );
         assert_eq!(
             bodies(&review),
-            vec![
-                "Off-by-one in paginate\nThe loop overruns.",
-                "Missing null check\n`user` may be null."
-            ]
+            vec!["Off-by-one in paginate\nThe loop overruns.", "Missing null check\n`user` may be null."]
         );
     }
 
@@ -2372,10 +1842,7 @@ mod tests {
         );
         assert_eq!(
             bodies(&review),
-            vec![
-                "Off-by-one in paginate\nThe loop overruns.",
-                "Missing null check\n`user` may be null."
-            ]
+            vec!["Off-by-one in paginate\nThe loop overruns.", "Missing null check\n`user` may be null."]
         );
         // A single such heading is a title, not a finding.
         let review = parse_review("# Add pagination\n\n## Looks fine to me\nNo issues.\n");
@@ -2415,19 +1882,9 @@ mod tests {
         );
         assert_eq!(
             severities(&review),
-            vec![
-                Some(Severity::P0),
-                Some(Severity::P0),
-                Some(Severity::P1),
-                Some(Severity::P2),
-                None
-            ]
+            vec![Some(Severity::P0), Some(Severity::P0), Some(Severity::P1), Some(Severity::P2), None]
         );
-        assert_eq!(
-            review.findings.len(),
-            5,
-            "the `None` placeholder is not a finding"
-        );
+        assert_eq!(review.findings.len(), 5, "the `None` placeholder is not a finding");
     }
 
     #[test]
@@ -2454,10 +1911,7 @@ mod tests {
              ## Summary of issues\n\
              - Third issue listed only here\n",
         );
-        assert_eq!(
-            bodies(&review),
-            vec!["Off-by-one", "Leak", "Third issue listed only here"]
-        );
+        assert_eq!(bodies(&review), vec!["Off-by-one", "Leak", "Third issue listed only here"]);
         assert_eq!(
             review.warnings,
             vec!["ignored 5 list item(s) under non-finding heading(s): Summary, ✅ What's good, Positive notes, Tests"]
@@ -2476,10 +1930,7 @@ mod tests {
              **Summary**\n\
              - Solid change overall\n",
         );
-        assert_eq!(
-            bodies(&review),
-            vec!["Off-by-one in paginate", "Leaked handle", "Rename `tmp`"]
-        );
+        assert_eq!(bodies(&review), vec!["Off-by-one in paginate", "Leaked handle", "Rename `tmp`"]);
         assert_eq!(severities(&review), vec![None, None, Some(Severity::P2)]);
     }
 
@@ -2626,13 +2077,7 @@ mod tests {
              \x20  see other/file.rs:9\n\
              \x20  ```\n",
         );
-        assert_eq!(
-            locations(&review),
-            vec![
-                (Some("b/src/retry.py"), None),
-                (Some("conf/app.toml"), None)
-            ]
-        );
+        assert_eq!(locations(&review), vec![(Some("b/src/retry.py"), None), (Some("conf/app.toml"), None)]);
     }
 
     #[test]
@@ -2667,17 +2112,8 @@ mod tests {
             "# Review\n\n1. **[P1] src/cache.py:12** — Stale entry served after expiry.\n\
              2. **[P2] src/cache.py** — Docstring out of date.\n",
         );
-        assert_eq!(
-            severities(&review),
-            vec![Some(Severity::P1), Some(Severity::P2)]
-        );
-        assert_eq!(
-            locations(&review),
-            vec![
-                (Some("src/cache.py"), Some(12)),
-                (Some("src/cache.py"), None)
-            ]
-        );
+        assert_eq!(severities(&review), vec![Some(Severity::P1), Some(Severity::P2)]);
+        assert_eq!(locations(&review), vec![(Some("src/cache.py"), Some(12)), (Some("src/cache.py"), None)]);
     }
 
     // --- JSON ---
@@ -2707,13 +2143,7 @@ mod tests {
                     line: Some(7),
                     severity: Some(Severity::P0)
                 },
-                Finding {
-                    rank: 3,
-                    body: "Nit".into(),
-                    file: None,
-                    line: Some(3),
-                    severity: None
-                },
+                Finding { rank: 3, body: "Nit".into(), file: None, line: Some(3), severity: None },
             ]
         );
         let review = parse_review(text);
@@ -2736,17 +2166,11 @@ mod tests {
         assert_eq!(review.format, ReviewFormat::Json);
         assert!(review.findings.is_empty());
         // One-line fence.
-        assert_eq!(
-            bodies_of(&parse_json_findings("```json [{\"body\": \"x\"}]```").unwrap()),
-            vec!["x"]
-        );
+        assert_eq!(bodies_of(&parse_json_findings("```json [{\"body\": \"x\"}]```").unwrap()), vec!["x"]);
     }
 
     fn bodies_of(findings: &[Finding]) -> Vec<&str> {
-        findings
-            .iter()
-            .map(|finding| finding.body.as_str())
-            .collect()
+        findings.iter().map(|finding| finding.body.as_str()).collect()
     }
 
     #[test]
@@ -2767,15 +2191,9 @@ mod tests {
     #[test]
     fn json_object_with_comments() {
         let text = r#"{"summary": "ok", "comments": [{"body": "a", "line": 1}, {"body": "b"}]}"#;
-        assert_eq!(
-            bodies_of(&parse_json_findings(text).unwrap()),
-            vec!["a", "b"]
-        );
+        assert_eq!(bodies_of(&parse_json_findings(text).unwrap()), vec!["a", "b"]);
         let prose = format!("Result:\n{text}\nthanks");
-        assert_eq!(
-            bodies_of(&parse_json_findings(&prose).unwrap()),
-            vec!["a", "b"]
-        );
+        assert_eq!(bodies_of(&parse_json_findings(&prose).unwrap()), vec!["a", "b"]);
         assert_eq!(parse_json_findings(r#"{"comments": []}"#), Ok(vec![]));
     }
 
@@ -2787,27 +2205,19 @@ mod tests {
         assert_eq!(bodies_of(&findings), vec!["a", "inner", "b"]);
         assert_eq!(findings[0].file.as_deref(), Some("x.py"));
         // A single object as the whole answer.
-        assert_eq!(
-            bodies_of(&parse_json_findings(r#"{"body": "only"}"#).unwrap()),
-            vec!["only"]
-        );
+        assert_eq!(bodies_of(&parse_json_findings(r#"{"body": "only"}"#).unwrap()), vec!["only"]);
     }
 
     #[test]
     fn json_keeps_the_first_thirty() {
-        let items: Vec<String> = (1..=35)
-            .map(|i| format!("{{\"body\": \"c{i}\"}}"))
-            .collect();
+        let items: Vec<String> = (1..=35).map(|i| format!("{{\"body\": \"c{i}\"}}")).collect();
         let text = format!("[{}]", items.join(","));
         let findings = parse_json_findings(&text).unwrap();
         assert_eq!(findings.len(), MAX_JSON_COMMENTS);
         assert_eq!(findings[29].body, "c30");
         assert_eq!(findings[29].rank, 30);
         let review = parse_review(&text);
-        assert_eq!(
-            review.warnings,
-            vec!["kept the first 30 of 35 JSON comments"]
-        );
+        assert_eq!(review.warnings, vec!["kept the first 30 of 35 JSON comments"]);
     }
 
     #[test]
@@ -2817,30 +2227,15 @@ mod tests {
         assert_eq!(bodies_of(&findings), vec!["real"]);
         assert_eq!(findings[0].rank, 1);
         let review = parse_review(text);
-        assert_eq!(
-            review.warnings,
-            vec!["skipped 4 JSON item(s) without a non-empty string `body`"]
-        );
+        assert_eq!(review.warnings, vec!["skipped 4 JSON item(s) without a non-empty string `body`"]);
     }
 
     #[test]
     fn json_structured_but_empty_is_an_error() {
-        assert_eq!(
-            parse_json_findings(r#"[{"file": "a.py"}]"#),
-            Err(JsonFindingsError::NoComments)
-        );
-        assert_eq!(
-            parse_json_findings("Findings: [ {\"body\": "),
-            Err(JsonFindingsError::NoComments)
-        );
-        assert_eq!(
-            parse_json_findings("Nothing: []"),
-            Err(JsonFindingsError::NoComments)
-        );
-        assert_eq!(
-            parse_json_findings("No issues found."),
-            Err(JsonFindingsError::NotJson)
-        );
+        assert_eq!(parse_json_findings(r#"[{"file": "a.py"}]"#), Err(JsonFindingsError::NoComments));
+        assert_eq!(parse_json_findings("Findings: [ {\"body\": "), Err(JsonFindingsError::NoComments));
+        assert_eq!(parse_json_findings("Nothing: []"), Err(JsonFindingsError::NoComments));
+        assert_eq!(parse_json_findings("No issues found."), Err(JsonFindingsError::NotJson));
         assert_eq!(parse_json_findings(""), Err(JsonFindingsError::NotJson));
     }
 
@@ -2867,62 +2262,48 @@ mod tests {
             ]
         );
         // A markdown review that merely opens with a tag is not JSON.
-        let review =
-            parse_review("[P1] The only finding, as a paragraph.\n\n- [P2] a listed one\n");
+        let review = parse_review("[P1] The only finding, as a paragraph.\n\n- [P2] a listed one\n");
         assert!(review.warnings.is_empty());
         assert_eq!(bodies(&review), vec!["[P2] a listed one"]);
     }
 
     #[test]
     fn markdown_findings_with_json_snippets_stay_markdown() {
-        let review = parse_review(
-            "1. The payload drops `body`:\n   ```json\n   [{\"body\": \"x\"}]\n   ```\n2. Second\n",
-        );
+        let review =
+            parse_review("1. The payload drops `body`:\n   ```json\n   [{\"body\": \"x\"}]\n   ```\n2. Second\n");
         assert_eq!(review.format, ReviewFormat::Markdown);
         assert_eq!(review.findings.len(), 2);
     }
 
     #[test]
     fn serde_shapes() {
-        assert_eq!(
-            serde_json::to_string(&ReviewFormat::Markdown).unwrap(),
-            "\"markdown\""
-        );
-        assert_eq!(
-            serde_json::to_string(&ReviewFormat::Json).unwrap(),
-            "\"json\""
-        );
-        assert_eq!(
-            serde_json::to_string(&ReviewFormat::Empty).unwrap(),
-            "\"empty\""
-        );
-        let finding = Finding {
-            rank: 1,
-            body: "b".into(),
-            file: None,
-            line: None,
-            severity: Some(Severity::P0),
-        };
+        assert_eq!(serde_json::to_string(&ReviewFormat::Markdown).unwrap(), "\"markdown\"");
+        assert_eq!(serde_json::to_string(&ReviewFormat::Json).unwrap(), "\"json\"");
+        assert_eq!(serde_json::to_string(&ReviewFormat::Empty).unwrap(), "\"empty\"");
+        let finding = Finding { rank: 1, body: "b".into(), file: None, line: None, severity: Some(Severity::P0) };
         let json = serde_json::to_string(&finding).unwrap();
         assert_eq!(json, r#"{"rank":1,"body":"b","severity":"P0"}"#);
-        assert_eq!(
-            serde_json::from_str::<Finding>(r#"{"rank":1,"body":"b"}"#)
-                .unwrap()
-                .severity,
-            None
-        );
+        assert_eq!(serde_json::from_str::<Finding>(r#"{"rank":1,"body":"b"}"#).unwrap().severity, None);
         let review = parse_review("- one");
-        let round: ParsedReview =
-            serde_json::from_str(&serde_json::to_string(&review).unwrap()).unwrap();
+        let round: ParsedReview = serde_json::from_str(&serde_json::to_string(&review).unwrap()).unwrap();
         assert_eq!(round, review);
     }
 }
 #[cfg(test)]
 mod debug_tmp {
+    fn show(text: &str) {
+        let review = super::parse_review(text);
+        eprintln!("=== format {:?} words {} warnings {:?}", review.format, review.words, review.warnings);
+        for f in &review.findings {
+            eprintln!("#{} {:?} {:?}:{:?}\n  {}", f.rank, f.severity, f.file, f.line, f.body.replace('\n', "\n  "));
+        }
+    }
     #[test]
-    fn dbg_heading() {
-        let review = super::parse_review(
-            "# Code review\n\n## Issues\n\n### 1. Off-by-one in paginate\n**File:** `src/page.py`\n**Line:** 42\n\n- The loop uses `<=`.\n- Fix: use `<`.\n\n#### Suggested fix\n```python\n# 2. not a heading\n```\n\n## Finding 2: Unchecked error in `load()`\n- **Severity:** High\n- `lib/load.go:17` ignores `err`.\n\n## [P2] Naming\n`tmp` says nothing.\n\n## Summary\n- Two real bugs.\n");
-        panic!("{:#?}", review);
+    fn dbg_samples() {
+        show("## Code Review: Add pagination\n\n### Summary\nThis PR adds pagination to the list endpoint. Overall solid, but there are a few issues.\n\n### Issues\n\n#### 🔴 Critical\n\n1. **Off-by-one error in `paginate()`** (`src/api/pagination.py:45`)\n   The loop uses `<=` instead of `<`, causing...\n   ```python\n   for i in range(start, end + 1):\n   ```\n   **Fix:** Use `range(start, end)`.\n\n#### 🟡 Medium\n\n2. **Missing validation for `page_size`** (`src/api/views.py:23`)\n   Negative values are accepted.\n\n3. **No test for empty results**\n   Nothing covers it.\n\n### Positive aspects\n- Clean separation of concerns\n- Good docstrings\n\n### Recommendation\nApprove after fixing the critical issue.\n");
+        show("**Summary**: The change introduces caching.\n\n**Findings (most severe first):**\n\n1. **High** — `src/cache.py:120`: Race condition on refill.\n2. **Medium** — `src/cache.py:88`: TTL ignored.\n3. **Low** — Naming: `x` is vague.\n\n**Suggestions:**\n- Add tests.\n");
+        show("# Review\n\n### Issue 1: Race in cache refill\n**Severity**: critical\n**Location**: `src/cache.py`, lines 120-130\n\nTwo writers...\n\n### Issue 2: TTL ignored\n**Severity**: medium\n**Location**: src/cache.py:88\n\n---\n\n## Overall\nGood.\n");
+        show("I reviewed the diff. Here are the problems I found:\n\n- **[P0]** `db/migrate.sql` drops the `users` table without a backup.\n- **[P1]** `api/handlers.go:57` — error from `Close()` ignored.\n  ```go\n  defer f.Close()\n  ```\n- **[P2]** nit: typo in comment (`utils/strings.go` L12).\n\nLet me know if you want me to elaborate.\n");
+        show("## Critical Issues\nNone.\n\n## Major Issues\n1. Unbounded retry in `client.py` line 33\n\n## Minor Issues\n- None\n\n## Nitpicks\n* Trailing whitespace in README.md\n");
     }
 }

@@ -173,7 +173,12 @@ struct CallOutcome {
 
 impl Panel {
     /// Judges the top `k_max` findings against every item.
-    pub async fn judge(&self, findings: &[Finding], truth: &[TruthItem], k_max: u32) -> Result<TrialVerdicts, CallError> {
+    pub async fn judge(
+        &self,
+        findings: &[Finding],
+        truth: &[TruthItem],
+        k_max: u32,
+    ) -> Result<TrialVerdicts, CallError> {
         let top: Vec<&Finding> = findings.iter().filter(|f| f.rank <= k_max).collect();
         let mut jobs = Vec::new();
         for finding in &top {
@@ -209,11 +214,8 @@ impl Panel {
         let mut caught: BTreeMap<String, u32> = BTreeMap::new();
         for finding in &top {
             for item in truth {
-                let pair: Vec<VoteValue> = votes
-                    .iter()
-                    .filter(|v| v.rank == finding.rank && v.truth_id == item.id)
-                    .map(|v| v.value)
-                    .collect();
+                let pair: Vec<VoteValue> =
+                    votes.iter().filter(|v| v.rank == finding.rank && v.truth_id == item.id).map(|v| v.value).collect();
                 let matched = decide(self.vote, &pair);
                 let count = |value| pair.iter().filter(|v| **v == value).count() as u32;
                 decisions.push(PairDecision {
@@ -270,7 +272,15 @@ impl Panel {
             };
             answer = completion.text;
             if let Some((value, reason)) = parse_answer(&answer) {
-                let vote = Vote { rank: finding.rank, truth_id: item.id.clone(), judge: judge.model.name.clone(), value, reason, answer, attempts: attempt };
+                let vote = Vote {
+                    rank: finding.rank,
+                    truth_id: item.id.clone(),
+                    judge: judge.model.name.clone(),
+                    value,
+                    reason,
+                    answer,
+                    attempts: attempt,
+                };
                 return Ok(CallOutcome { vote, usage, cost, calls: attempt });
             }
         }

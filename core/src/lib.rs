@@ -2,8 +2,8 @@
 //! trial planning, judging, scoring, results) used by the CLI, the worker and the controller.
 
 pub mod api;
-pub mod duration;
 pub mod dataset;
+pub mod duration;
 pub mod findings;
 pub mod hash;
 pub mod judge;
@@ -12,7 +12,7 @@ pub mod plan;
 pub mod pricing;
 pub mod prompts;
 pub mod results;
+pub mod scripted;
 pub mod summary;
 pub mod trial;
 pub mod validate;
-pub mod scripted;

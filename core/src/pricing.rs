@@ -75,11 +75,16 @@ mod tests {
 
     #[test]
     fn costs_each_kind_of_token_at_its_rate() {
-        let table = PricingTable::from_yaml(
-            "models:\n  m: {input: 2.0, output: 10.0, cachedInput: 0.5, cacheWrite: 2.5}\n",
-        )
-        .unwrap();
-        let usage = Usage { input_tokens: 1_000_000, output_tokens: 100_000, cached_read_tokens: 200_000, cache_write_tokens: 100_000, reasoning_tokens: 50_000 };
+        let table =
+            PricingTable::from_yaml("models:\n  m: {input: 2.0, output: 10.0, cachedInput: 0.5, cacheWrite: 2.5}\n")
+                .unwrap();
+        let usage = Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+            cached_read_tokens: 200_000,
+            cache_write_tokens: 100_000,
+            reasoning_tokens: 50_000,
+        };
         // 700k uncached × 2 + 200k × 0.5 + 100k × 2.5 + 100k out × 10 (reasoning is inside output)
         let expected = 1.4 + 0.1 + 0.25 + 1.0;
         assert!((table.cost("m", &usage).unwrap() - expected).abs() < 1e-12);

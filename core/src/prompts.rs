@@ -49,5 +49,11 @@ fn task_section(task: &Task, context: Option<ContextConfig>) -> String {
         Some(text) => text.clone(),
         None => format!("Diff:\n```diff\n{}\n```", task.diff.trim_end()),
     };
-    format!("Repository: {}\nTitle: {}\nDescription:\n{}\n\n{}\n", task.repo, task.title, task.description.trim(), change)
+    format!(
+        "Repository: {}\nTitle: {}\nDescription:\n{}\n\n{}\n",
+        task.repo,
+        task.title,
+        task.description.trim(),
+        change
+    )
 }

@@ -150,7 +150,10 @@ mod tests {
         store.put("runs/a/summary.json", b"s").await.unwrap();
         assert_eq!(store.get("runs/a/x/t/attempt-1/result.json").await.unwrap().unwrap(), b"{\"v\":2}");
         assert_eq!(store.get("runs/a/none").await.unwrap(), None);
-        assert_eq!(store.list("runs/a").await.unwrap(), vec!["runs/a/summary.json", "runs/a/x/t/attempt-1/result.json"]);
+        assert_eq!(
+            store.list("runs/a").await.unwrap(),
+            vec!["runs/a/summary.json", "runs/a/x/t/attempt-1/result.json"]
+        );
         assert!(store.list("runs/missing").await.unwrap().is_empty());
     }
 }

@@ -64,7 +64,10 @@ pub fn parse_run(text: &str, origin: &str) -> Result<EvaluationRun, SpecErrors> 
     let deserializer = serde_ignored::Deserializer::new(&value, &mut record_unknown);
     let run: EvaluationRun = serde_path_to_error::deserialize(deserializer).map_err(|e| {
         let field = e.path().to_string();
-        fail(vec![FieldError { field: if field == "." { String::new() } else { field }, message: e.into_inner().to_string() }])
+        fail(vec![FieldError {
+            field: if field == "." { String::new() } else { field },
+            message: e.into_inner().to_string(),
+        }])
     })?;
 
     let mut errors: Vec<FieldError> = unknown
@@ -93,7 +96,10 @@ fn check_kind(value: &serde_json::Value) -> Result<(), FieldError> {
         });
     }
     if field("kind") != "EvaluationRun" {
-        return Err(FieldError { field: "kind".into(), message: format!("must be EvaluationRun, found {:?}", field("kind")) });
+        return Err(FieldError {
+            field: "kind".into(),
+            message: format!("must be EvaluationRun, found {:?}", field("kind")),
+        });
     }
     Ok(())
 }
@@ -103,12 +109,15 @@ fn check_kind(value: &serde_json::Value) -> Result<(), FieldError> {
 pub fn check_rules(run: &EvaluationRun) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if let Err(cel_errors) = kube::core::cel::validate_cel(run) {
-        errors.extend(cel_errors.into_vec().into_iter().map(|e| FieldError { field: e.field_path, message: e.message }));
+        errors
+            .extend(cel_errors.into_vec().into_iter().map(|e| FieldError { field: e.field_path, message: e.message }));
     }
     if run.metadata.name.as_deref().unwrap_or_default().is_empty() {
         errors.push(FieldError { field: "metadata.name".into(), message: "a run needs a name".into() });
     }
-    if crate::duration::parse(&run.spec.agent.timeout).is_err() && errors.iter().all(|e| e.field != "spec.agent.timeout") {
+    if crate::duration::parse(&run.spec.agent.timeout).is_err()
+        && errors.iter().all(|e| e.field != "spec.agent.timeout")
+    {
         errors.push(FieldError {
             field: "spec.agent.timeout".into(),
             message: "must be a positive duration such as 90s, 30m or 1h30m".into(),
@@ -230,7 +239,11 @@ spec:
     #[test]
     fn spec_hash_ignores_formatting_but_not_content() {
         let a = parse_run(VALID, "a").unwrap();
-        let b = parse_run(&VALID.replace("  storage: {results: \"file://results\"}", "  storage:\n    results: file://results"), "b").unwrap();
+        let b = parse_run(
+            &VALID.replace("  storage: {results: \"file://results\"}", "  storage:\n    results: file://results"),
+            "b",
+        )
+        .unwrap();
         assert_eq!(spec_hash(&a.spec), spec_hash(&b.spec));
         let c = parse_run(&VALID.replace("file://results", "file://other"), "c").unwrap();
         assert_ne!(spec_hash(&a.spec), spec_hash(&c.spec));

@@ -29,6 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::trial::{run_trial, TrialJob};
 
+/// Looks up an environment variable.
+pub type EnvLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// A local run's settings beyond the run file.
 pub struct LocalRun {
     pub run: EvaluationRun,
@@ -36,7 +39,7 @@ pub struct LocalRun {
     pub results_uri: Option<String>,
     pub pricing: PricingTable,
     /// Reads an API key from the environment; injected so tests control it.
-    pub env: Box<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    pub env: EnvLookup,
     /// Base delay between infrastructure retries.
     pub retry_delay: Duration,
 }
@@ -46,10 +49,28 @@ pub struct LocalRun {
 pub enum Event {
     /// Something the user must know (scripted models, skipped lines, budget).
     Notice(String),
-    Planned { trials: usize, finished: usize, variants: usize, tasks: usize },
-    TrialFinished { variant: String, task: String, outcome: Outcome },
-    TrialRetried { variant: String, task: String, attempt: u32, error: String },
-    JudgingFailed { variant: String, task: String, error: String },
+    Planned {
+        trials: usize,
+        finished: usize,
+        variants: usize,
+        tasks: usize,
+    },
+    TrialFinished {
+        variant: String,
+        task: String,
+        outcome: Outcome,
+    },
+    TrialRetried {
+        variant: String,
+        task: String,
+        attempt: u32,
+        error: String,
+    },
+    JudgingFailed {
+        variant: String,
+        task: String,
+        error: String,
+    },
 }
 
 pub struct LocalRunReport {
@@ -84,13 +105,15 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     }
     let plan = plan::plan(spec, &tasks.iter().map(|t| t.task.clone()).collect::<Vec<_>>(), |_, _| None);
     for variant in &plan.variants {
-        crate::harness::check(&variant.harness).map_err(|e| anyhow::anyhow!("spec.matrix: variant {}: {e}", variant.name))?;
+        crate::harness::check(&variant.harness)
+            .map_err(|e| anyhow::anyhow!("spec.matrix: variant {}: {e}", variant.name))?;
     }
     let results_uri = config.results_uri.clone().unwrap_or_else(|| spec.storage.results.clone());
     let Some(store) = LocalStore::from_uri(&results_uri) else {
         bail!("results {results_uri}: only file:// results are supported by `lightsout run` in this build; s3:// arrives with the worker's S3 store")
     };
-    let timeout = lightsout_core::duration::parse(&spec.agent.timeout).map_err(|e| anyhow::anyhow!("spec.agent.timeout: {e}"))?;
+    let timeout =
+        lightsout_core::duration::parse(&spec.agent.timeout).map_err(|e| anyhow::anyhow!("spec.agent.timeout: {e}"))?;
     let providers = Providers::resolve(run, &config.env).await?;
     for provider in &providers.scripted {
         let env = spec.providers[provider].api_key_env();
@@ -140,7 +163,9 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                             let mut hit = budget_hit.lock().expect("lock");
                             if !*hit {
                                 *hit = true;
-                                on_event(Event::Notice(format!("run budget of {limit} USD reached: no new trial starts")));
+                                on_event(Event::Notice(format!(
+                                    "run budget of {limit} USD reached: no new trial starts"
+                                )));
                             }
                             return;
                         }
@@ -165,7 +190,12 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                             Ok(artifacts) => artifacts,
                             Err(e) => {
                                 // The store itself failed: leave the trial unfinished for the next run.
-                                on_event(Event::TrialRetried { variant: variant.name.clone(), task: loaded.task.id.clone(), attempt, error: format!("results store: {e}") });
+                                on_event(Event::TrialRetried {
+                                    variant: variant.name.clone(),
+                                    task: loaded.task.id.clone(),
+                                    attempt,
+                                    error: format!("results store: {e}"),
+                                });
                                 return;
                             }
                         };
@@ -182,7 +212,11 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                             attempt += 1;
                             continue;
                         }
-                        on_event(Event::TrialFinished { variant: variant.name.clone(), task: loaded.task.id.clone(), outcome: result.outcome });
+                        on_event(Event::TrialFinished {
+                            variant: variant.name.clone(),
+                            task: loaded.task.id.clone(),
+                            outcome: result.outcome,
+                        });
                         final_result = Some(result);
                         break;
                     }
@@ -193,7 +227,11 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                 }
                 match judge_trial(store, layout, panel, &result, truth, k_max).await {
                     Ok(verdicts) => *spent.lock().expect("lock") += verdicts.cost_usd,
-                    Err(e) => on_event(Event::JudgingFailed { variant: variant.name.clone(), task: loaded.task.id.clone(), error: e.to_string() }),
+                    Err(e) => on_event(Event::JudgingFailed {
+                        variant: variant.name.clone(),
+                        task: loaded.task.id.clone(),
+                        error: e.to_string(),
+                    }),
                 }
             }
         })
@@ -245,7 +283,8 @@ async fn judge_trial<S: ResultStore>(
 ) -> anyhow::Result<TrialVerdicts> {
     let findings_key = layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "findings.json");
     let bytes = store.get(&findings_key).await?.with_context(|| format!("{findings_key} is missing"))?;
-    let parsed: ParsedReview = serde_json::from_slice(&bytes).with_context(|| format!("{findings_key} is not valid"))?;
+    let parsed: ParsedReview =
+        serde_json::from_slice(&bytes).with_context(|| format!("{findings_key} is not valid"))?;
     let verdicts = panel.judge(&parsed.findings, &truth.items(), k_max).await?;
     let key = layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "verdicts.json");
     store.put(&key, &serde_json::to_vec_pretty(&verdicts)?).await?;
@@ -253,10 +292,16 @@ async fn judge_trial<S: ResultStore>(
 }
 
 /// Writes `run.json`, or checks that the one there was written for the same spec.
-async fn claim_results_dir<S: ResultStore>(store: &S, layout: &RunLayout, run: &EvaluationRun, plan: &Plan) -> anyhow::Result<()> {
+async fn claim_results_dir<S: ResultStore>(
+    store: &S,
+    layout: &RunLayout,
+    run: &EvaluationRun,
+    plan: &Plan,
+) -> anyhow::Result<()> {
     let hash = spec_hash(&run.spec);
     if let Some(bytes) = store.get(&layout.run_json()).await? {
-        let existing: RunRecord = serde_json::from_slice(&bytes).with_context(|| format!("{} is not valid", store.uri(&layout.run_json())))?;
+        let existing: RunRecord = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{} is not valid", store.uri(&layout.run_json())))?;
         if existing.spec_hash != hash {
             bail!(
                 "{} holds results of run {:?} made with a different spec (hash {} ≠ {}): \
@@ -269,7 +314,12 @@ async fn claim_results_dir<S: ResultStore>(store: &S, layout: &RunLayout, run: &
         }
         return Ok(());
     }
-    let record = RunRecord { name: layout.run.clone(), spec_hash: hash, spec: serde_json::to_value(&run.spec)?, variants: plan.variants.clone() };
+    let record = RunRecord {
+        name: layout.run.clone(),
+        spec_hash: hash,
+        spec: serde_json::to_value(&run.spec)?,
+        variants: plan.variants.clone(),
+    };
     store.put(&layout.run_json(), &serde_json::to_vec_pretty(&record)?).await?;
     Ok(())
 }
@@ -282,7 +332,10 @@ struct Providers {
 }
 
 impl Providers {
-    async fn resolve(run: &EvaluationRun, env: &(dyn Fn(&str) -> Option<String> + Send + Sync)) -> anyhow::Result<Self> {
+    async fn resolve(
+        run: &EvaluationRun,
+        env: &EnvLookup,
+    ) -> anyhow::Result<Self> {
         let mut providers = Providers { endpoints: BTreeMap::new(), scripted: BTreeSet::new(), server: None };
         for (name, spec) in &run.spec.providers {
             let key = env(spec.api_key_env()).filter(|k| !k.trim().is_empty());
@@ -290,14 +343,18 @@ impl Providers {
                 Some(key) => (spec.base_url.clone(), Some(key)),
                 None => {
                     if providers.server.is_none() {
-                        let server = ScriptedServer::start(ScriptedConfig::default()).await.context("starting the scripted model server")?;
+                        let server = ScriptedServer::start(ScriptedConfig::default())
+                            .await
+                            .context("starting the scripted model server")?;
                         providers.server = Some(server);
                     }
                     providers.scripted.insert(name.clone());
                     (providers.scripted_url(), Some("scripted-model-key".to_string()))
                 }
             };
-            providers.endpoints.insert(name.clone(), Endpoint { provider: name.clone(), base_url, api_kind: spec.api_kind, api_key });
+            providers
+                .endpoints
+                .insert(name.clone(), Endpoint { provider: name.clone(), base_url, api_kind: spec.api_kind, api_key });
         }
         Ok(providers)
     }
@@ -307,7 +364,12 @@ impl Providers {
     }
 }
 
-fn build_panel(run: &EvaluationRun, providers: &Providers, client: &ModelClient, pricing: &PricingTable) -> anyhow::Result<Option<Panel>> {
+fn build_panel(
+    run: &EvaluationRun,
+    providers: &Providers,
+    client: &ModelClient,
+    pricing: &PricingTable,
+) -> anyhow::Result<Option<Panel>> {
     let judges = &run.spec.judges;
     if judges.panel.is_empty() {
         return Ok(None);
@@ -316,14 +378,19 @@ fn build_panel(run: &EvaluationRun, providers: &Providers, client: &ModelClient,
         .panel
         .iter()
         .map(|model| {
-            let endpoint = providers
-                .endpoints
-                .get(&model.provider)
-                .with_context(|| format!("spec.judges.panel: provider {:?} is not in spec.providers", model.provider))?;
+            let endpoint = providers.endpoints.get(&model.provider).with_context(|| {
+                format!("spec.judges.panel: provider {:?} is not in spec.providers", model.provider)
+            })?;
             Ok(Judge { model: model.clone(), endpoint: endpoint.clone() })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(Some(Panel { judges: judges_list, vote: judges.vote, client: client.clone(), pricing: pricing.clone(), concurrency: 8 }))
+    Ok(Some(Panel {
+        judges: judges_list,
+        vote: judges.vote,
+        client: client.clone(),
+        pricing: pricing.clone(),
+        concurrency: 8,
+    }))
 }
 
 /// What the results store holds for a run, by trial.
@@ -352,7 +419,8 @@ impl StoredState {
     }
 
     fn needs_judging(&self, trial: &str, max_attempts: u32) -> bool {
-        self.final_result(trial, max_attempts).is_some_and(|r| r.outcome == Outcome::Ok && !self.has_verdicts(trial, r.attempt))
+        self.final_result(trial, max_attempts)
+            .is_some_and(|r| r.outcome == Outcome::Ok && !self.has_verdicts(trial, r.attempt))
     }
 
     fn has_verdicts(&self, trial: &str, attempt: u32) -> bool {
@@ -374,7 +442,8 @@ impl StoredState {
         self.trials
             .values()
             .map(|t| {
-                t.results.values().filter_map(|r| r.cost_usd).sum::<f64>() + t.verdicts.values().map(|v| v.cost_usd).sum::<f64>()
+                t.results.values().filter_map(|r| r.cost_usd).sum::<f64>()
+                    + t.verdicts.values().map(|v| v.cost_usd).sum::<f64>()
             })
             .sum()
     }
@@ -394,11 +463,13 @@ async fn scan<S: ResultStore>(store: &S, layout: &RunLayout) -> anyhow::Result<S
         };
         match *file {
             "result.json" => {
-                let result: TrialResult = serde_json::from_slice(&read().await?).with_context(|| format!("{} is not a valid trial result", store.uri(&key)))?;
+                let result: TrialResult = serde_json::from_slice(&read().await?)
+                    .with_context(|| format!("{} is not a valid trial result", store.uri(&key)))?;
                 entry.results.insert(number, result);
             }
             "verdicts.json" => {
-                let verdicts: TrialVerdicts = serde_json::from_slice(&read().await?).with_context(|| format!("{} is not a valid verdicts file", store.uri(&key)))?;
+                let verdicts: TrialVerdicts = serde_json::from_slice(&read().await?)
+                    .with_context(|| format!("{} is not a valid verdicts file", store.uri(&key)))?;
                 entry.verdicts.insert(number, verdicts);
             }
             _ => {}

@@ -139,8 +139,15 @@ async fn run_agent(job: &TrialJob, client: &ModelClient) -> AgentRun {
                     usage: Usage::default(),
                     calls: 1,
                 },
-                Ok(Ok(completion)) => AgentRun::Reviewed { text: completion.text, usage: completion.usage, calls: completion.attempts },
-                Ok(Err(error)) => AgentRun::Failed { outcome: classify(&error), error: error.to_string(), usage: Usage::default(), calls: 1 },
+                Ok(Ok(completion)) => {
+                    AgentRun::Reviewed { text: completion.text, usage: completion.usage, calls: completion.attempts }
+                }
+                Ok(Err(error)) => AgentRun::Failed {
+                    outcome: classify(&error),
+                    error: error.to_string(),
+                    usage: Usage::default(),
+                    calls: 1,
+                },
             }
         }
         other => AgentRun::Failed {
@@ -157,7 +164,7 @@ async fn run_agent(job: &TrialJob, client: &ModelClient) -> AgentRun {
 /// provider refuses for its content (e.g. a context too long for the model) is.
 fn classify(error: &CallError) -> Outcome {
     match error {
-        CallError::Status { status, .. } if matches!(status, 400 | 413 | 422) => Outcome::AgentFailed,
+        CallError::Status { status: 400 | 413 | 422, .. } => Outcome::AgentFailed,
         _ => Outcome::InfraFailed,
     }
 }

@@ -20,6 +20,8 @@ pub const PINNED_VERSION_PATTERN: &str = r"^v?[0-9]+(\.[0-9]+){0,3}([-+][0-9A-Za
 pub const DURATION_PATTERN: &str = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$";
 
 /// What to evaluate, on which tasks, with which models and judges, within which limits.
+// Several `validation = …` entries in one x_kube attribute are how kube-derive lists CEL rules.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "lightsout.dev",

@@ -44,7 +44,8 @@ pub(super) fn read_records<R: DeserializeOwned>(
             Ok(record) => record,
             Err(e) => {
                 let field = e.path().to_string();
-                let message = if field == "." { e.inner().to_string() } else { format!("field {field}: {}", e.inner()) };
+                let message =
+                    if field == "." { e.inner().to_string() } else { format!("field {field}: {}", e.inner()) };
                 dataset.skipped.push(error(message));
                 continue;
             }

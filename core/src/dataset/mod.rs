@@ -31,12 +31,22 @@ pub struct Dataset {
 pub enum DatasetError {
     #[error("dataset {path}: {source}")]
     Unreadable { path: String, source: std::io::Error },
-    #[error("dataset {0}: no valid task ({1} malformed lines skipped)")]
-    NoValidTask(String, usize),
+    #[error("dataset {path}: no valid task{}", list_lines(skipped))]
+    NoValidTask { path: String, skipped: Vec<LineError> },
     #[error("dataset source {0}: s3:// datasets are read by the worker's S3 store; on one machine use file://")]
     UnsupportedSource(String),
     #[error("dataset source {0}: must start with file:// or s3://")]
     BadSource(String),
+}
+
+/// The first malformed lines, for an error message that must say what was wrong.
+fn list_lines(skipped: &[LineError]) -> String {
+    const SHOWN: usize = 10;
+    let mut text: String = skipped.iter().take(SHOWN).map(|line| format!("\n  - {line}")).collect();
+    if skipped.len() > SHOWN {
+        text.push_str(&format!("\n  … and {} more malformed lines", skipped.len() - SHOWN));
+    }
+    text
 }
 
 /// Where a `file://` source points. Relative paths are taken from the current directory.
@@ -71,7 +81,7 @@ pub fn load_file(format: DatasetFormat, path: &Path) -> Result<Dataset, DatasetE
     }
     .map_err(unreadable)?;
     if dataset.tasks.is_empty() {
-        return Err(DatasetError::NoValidTask(path.display().to_string(), dataset.skipped.len()));
+        return Err(DatasetError::NoValidTask { path: path.display().to_string(), skipped: dataset.skipped });
     }
     Ok(dataset)
 }

@@ -67,7 +67,9 @@ mod tests {
                 head_commit: None,
                 contexts: Default::default(),
             },
-            truth: GroundTruth::Bugs { bugs: vec![Bug { description: "b".into(), file: None, line: None, source: None }] },
+            truth: GroundTruth::Bugs {
+                bugs: vec![Bug { description: "b".into(), file: None, line: None, source: None }],
+            },
         }
     }
 
@@ -81,8 +83,13 @@ mod tests {
 
     #[test]
     fn filters_combine() {
-        let tasks = vec![task("a", "python", Track::PreMerge), task("b", "go", Track::PreMerge), task("c", "python", Track::PostMerge)];
-        let filter = TaskFilter { languages: vec!["Python".into()], tracks: vec![Track::PreMerge], ..Default::default() };
+        let tasks = vec![
+            task("a", "python", Track::PreMerge),
+            task("b", "go", Track::PreMerge),
+            task("c", "python", Track::PostMerge),
+        ];
+        let filter =
+            TaskFilter { languages: vec!["Python".into()], tracks: vec![Track::PreMerge], ..Default::default() };
         assert_eq!(ids(&select_tasks(tasks, &filter, None)), vec!["a"]);
     }
 

@@ -126,7 +126,12 @@ impl GroundTruth {
                 .collect(),
             GroundTruth::ReviewComments { comments, .. } => comments
                 .iter()
-                .map(|c| TruthItem { id: format!("c{}", c.id), text: c.body.clone(), file: c.path.clone(), line: c.line })
+                .map(|c| TruthItem {
+                    id: format!("c{}", c.id),
+                    text: c.body.clone(),
+                    file: c.path.clone(),
+                    line: c.line,
+                })
                 .collect(),
         }
     }

@@ -116,7 +116,12 @@ impl ModelClient {
             attempt += 1;
             match self.attempt(endpoint, req).await {
                 Ok((text, usage)) => {
-                    return Ok(Completion { text, usage, latency_ms: started.elapsed().as_millis() as u64, attempts: attempt })
+                    return Ok(Completion {
+                        text,
+                        usage,
+                        latency_ms: started.elapsed().as_millis() as u64,
+                        attempts: attempt,
+                    })
                 }
                 Err((error, retry_after)) => {
                     if !error.is_retryable() || attempt >= self.retry.attempts {
@@ -129,7 +134,11 @@ impl ModelClient {
         }
     }
 
-    async fn attempt(&self, endpoint: &Endpoint, req: &ChatRequest) -> Result<(String, Usage), (CallError, Option<Duration>)> {
+    async fn attempt(
+        &self,
+        endpoint: &Endpoint,
+        req: &ChatRequest,
+    ) -> Result<(String, Usage), (CallError, Option<Duration>)> {
         let provider = endpoint.provider.clone();
         let (path, body) = wire::request(endpoint.api_kind, req);
         let url = format!("{}{}", endpoint.base_url.trim_end_matches('/'), path);
@@ -139,7 +148,8 @@ impl ModelClient {
             ApiKind::Anthropic => request.header("x-api-key", key).header("anthropic-version", "2023-06-01"),
             ApiKind::OpenAiChat | ApiKind::OpenAiResponses => request.bearer_auth(key),
         };
-        let transport = |e: reqwest::Error| (CallError::Transport { provider: provider.clone(), message: e.to_string() }, None);
+        let transport =
+            |e: reqwest::Error| (CallError::Transport { provider: provider.clone(), message: e.to_string() }, None);
         let response = request.send().await.map_err(transport)?;
         let status = response.status();
         let retry_after = response
@@ -153,8 +163,9 @@ impl ModelClient {
             let message: String = text.chars().take(500).collect();
             return Err((CallError::Status { provider, status: status.as_u16(), message }, retry_after));
         }
-        let json: Value = serde_json::from_str(&text)
-            .map_err(|e| (CallError::Malformed { provider: provider.clone(), message: format!("not JSON: {e}") }, None))?;
+        let json: Value = serde_json::from_str(&text).map_err(|e| {
+            (CallError::Malformed { provider: provider.clone(), message: format!("not JSON: {e}") }, None)
+        })?;
         wire::response(endpoint.api_kind, &json).map_err(|message| (CallError::Malformed { provider, message }, None))
     }
 }

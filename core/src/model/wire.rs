@@ -68,7 +68,8 @@ fn anthropic_thinking_budget(effort: ReasoningEffort) -> Option<u32> {
 
 /// The answer's text and usage, or a description of what is missing.
 pub(super) fn response(kind: ApiKind, body: &Value) -> Result<(String, Usage), String> {
-    let u = |v: &Value, path: &[&str]| path.iter().try_fold(v, |v, key| v.get(key)).and_then(Value::as_u64).unwrap_or(0);
+    let u =
+        |v: &Value, path: &[&str]| path.iter().try_fold(v, |v, key| v.get(key)).and_then(Value::as_u64).unwrap_or(0);
     match kind {
         ApiKind::OpenAiChat => {
             let text = body
