@@ -112,10 +112,12 @@ pub enum JsonFindingsError {
 /// * Text that starts like JSON (`{`, `[{`, `[]`, optionally inside a leading code fence) is
 ///   decoded with [`parse_json_findings`]; if that fails the text is parsed as markdown after
 ///   all, with a warning.
-/// * Otherwise it is parsed as markdown, except that a fenced block outside every finding whose
-///   whole content is a JSON comment list with at least one comment makes the review JSON (prose
-///   wrapped around a fenced JSON answer), and a markdown review with no findings at all is tried
-///   as JSON (prose with an embedded array) before settling for zero markdown findings.
+/// * Otherwise it is parsed as markdown, except that
+///   * a JSON comment list with at least one comment outside every markdown finding (a fenced
+///     block whose whole content it is, or else the last one embedded in the remaining prose)
+///     makes the review JSON: prose, perhaps with a bulleted aside, around a JSON answer;
+///   * a markdown review with no findings at all is tried as JSON ([`parse_json_findings`])
+///     before settling for zero findings.
 /// * "No issues found" / "LGTM" with no list is [`ReviewFormat::Markdown`] with no findings.
 pub fn parse_review(text: &str) -> ParsedReview {
     let words = text.split_whitespace().count();
@@ -130,12 +132,16 @@ pub fn parse_review(text: &str) -> ParsedReview {
         }
     }
     let markdown = parse_markdown(text);
-    for fence in &markdown.stray_fences {
-        if let Ok(value) = serde_json::from_str::<Value>(fence.trim()) {
-            if let Some(review) = from_container(&value, false) {
-                return json_parsed(review, words, warnings);
-            }
-        }
+    let stray_fence = markdown.stray_fences.iter().find_map(|fence| {
+        let value = serde_json::from_str::<Value>(fence.trim()).ok()?;
+        from_container(&value, false)
+    });
+    let stray_json = stray_fence.or_else(|| {
+        let values = embedded_values(&markdown.stray_text);
+        values.iter().rev().find_map(|value| from_container(value, false))
+    });
+    if let Some(review) = stray_json {
+        return json_parsed(review, words, warnings);
     }
     if markdown.findings.is_empty() {
         if let Ok(review) = decode_json_review(text) {
@@ -909,6 +915,8 @@ struct MarkdownReview {
     warnings: Vec<String>,
     /// Contents of fenced blocks outside every finding.
     stray_fences: Vec<String>,
+    /// The lines outside every finding and every fence.
+    stray_text: String,
 }
 
 /// What a heading's section passes on to the sections nested under it.
@@ -925,8 +933,9 @@ struct Context {
 /// * The text before the first heading: its top-level list items are findings.
 /// * A non-finding section (Summary, Overview, Conclusion, Strengths, What's good, Positive…,
 ///   see [`NON_FINDING_TITLES`]) and every section nested under it yields nothing: its list
-///   items are not findings (a warning counts them). A nested heading that mentions findings
-///   (`### Issues found` under `## Summary`) is a finding section again.
+///   items are not findings (a warning counts them). A nested heading that mentions findings or
+///   names a group (`### Issues found` or `## Critical` under `# Summary`) is a finding section
+///   again.
 /// * A per-finding heading (see [`is_finding_heading`]) is one finding: the heading text plus
 ///   everything up to the next heading of the same or a higher level; its list items, code and
 ///   sub-headings are the finding's details.
@@ -968,7 +977,7 @@ fn parse_markdown(text: &str) -> MarkdownReview {
         let leaf = sections[index + 1..end].iter().all(|nested| nested.label);
         let finding_children =
             sections[index + 1..end].iter().any(|nested| !nested.label && Title::analyse(&nested.title).finding_like());
-        let excluded = if title.mentions_findings {
+        let excluded = if title.mentions_findings || title.group {
             false
         } else {
             title.non_finding || parent.is_some_and(|context| context.excluded)
@@ -1028,7 +1037,13 @@ fn parse_markdown(text: &str) -> MarkdownReview {
             stray_fences.push(content.join("\n"));
         }
     }
-    MarkdownReview { findings, warnings, stray_fences }
+    let stray: Vec<&str> = lines
+        .iter()
+        .zip(&covered)
+        .filter(|(line, covered)| !**covered && !matches!(line.kind, LineKind::Code))
+        .map(|(line, _)| line.raw)
+        .collect();
+    MarkdownReview { findings, warnings, stray_fences, stray_text: stray.join("\n") }
 }
 
 /// Whether a section is a group its unprefixed sub-headings can be findings of.
@@ -2268,6 +2283,24 @@ mod tests {
     }
 
     #[test]
+    fn json_answer_with_a_bulleted_aside() {
+        let text = "Summary of the change:\n- adds a cache\n- adds a flag\n\n\
+                    [\n  {\"body\": \"Race on refill\", \"file\": \"src/cache.py\", \"line\": 12}\n]\n";
+        let review = parse_review(text);
+        assert_eq!(review.format, ReviewFormat::Json);
+        assert_eq!(bodies(&review), vec!["Race on refill"]);
+    }
+
+    #[test]
+    fn group_headings_under_a_summary_title_are_findings() {
+        let review = parse_review(
+            "# Summary of the review\n\n- adds a cache\n\n## Critical\n- Data loss\n\n### Tests\n- Thorough\n",
+        );
+        assert_eq!(bodies(&review), vec!["Data loss", "Thorough"]);
+        assert_eq!(severities(&review), vec![Some(Severity::P0), Some(Severity::P0)]);
+    }
+
+    #[test]
     fn markdown_findings_with_json_snippets_stay_markdown() {
         let review =
             parse_review("1. The payload drops `body`:\n   ```json\n   [{\"body\": \"x\"}]\n   ```\n2. Second\n");
@@ -2287,23 +2320,5 @@ mod tests {
         let review = parse_review("- one");
         let round: ParsedReview = serde_json::from_str(&serde_json::to_string(&review).unwrap()).unwrap();
         assert_eq!(round, review);
-    }
-}
-#[cfg(test)]
-mod debug_tmp {
-    fn show(text: &str) {
-        let review = super::parse_review(text);
-        eprintln!("=== format {:?} words {} warnings {:?}", review.format, review.words, review.warnings);
-        for f in &review.findings {
-            eprintln!("#{} {:?} {:?}:{:?}\n  {}", f.rank, f.severity, f.file, f.line, f.body.replace('\n', "\n  "));
-        }
-    }
-    #[test]
-    fn dbg_samples() {
-        show("## Code Review: Add pagination\n\n### Summary\nThis PR adds pagination to the list endpoint. Overall solid, but there are a few issues.\n\n### Issues\n\n#### 🔴 Critical\n\n1. **Off-by-one error in `paginate()`** (`src/api/pagination.py:45`)\n   The loop uses `<=` instead of `<`, causing...\n   ```python\n   for i in range(start, end + 1):\n   ```\n   **Fix:** Use `range(start, end)`.\n\n#### 🟡 Medium\n\n2. **Missing validation for `page_size`** (`src/api/views.py:23`)\n   Negative values are accepted.\n\n3. **No test for empty results**\n   Nothing covers it.\n\n### Positive aspects\n- Clean separation of concerns\n- Good docstrings\n\n### Recommendation\nApprove after fixing the critical issue.\n");
-        show("**Summary**: The change introduces caching.\n\n**Findings (most severe first):**\n\n1. **High** — `src/cache.py:120`: Race condition on refill.\n2. **Medium** — `src/cache.py:88`: TTL ignored.\n3. **Low** — Naming: `x` is vague.\n\n**Suggestions:**\n- Add tests.\n");
-        show("# Review\n\n### Issue 1: Race in cache refill\n**Severity**: critical\n**Location**: `src/cache.py`, lines 120-130\n\nTwo writers...\n\n### Issue 2: TTL ignored\n**Severity**: medium\n**Location**: src/cache.py:88\n\n---\n\n## Overall\nGood.\n");
-        show("I reviewed the diff. Here are the problems I found:\n\n- **[P0]** `db/migrate.sql` drops the `users` table without a backup.\n- **[P1]** `api/handlers.go:57` — error from `Close()` ignored.\n  ```go\n  defer f.Close()\n  ```\n- **[P2]** nit: typo in comment (`utils/strings.go` L12).\n\nLet me know if you want me to elaborate.\n");
-        show("## Critical Issues\nNone.\n\n## Major Issues\n1. Unbounded retry in `client.py` line 33\n\n## Minor Issues\n- None\n\n## Nitpicks\n* Trailing whitespace in README.md\n");
     }
 }

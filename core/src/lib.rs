@@ -16,3 +16,4 @@ pub mod scripted;
 pub mod summary;
 pub mod trial;
 pub mod validate;
+pub mod workspace;
