@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use lightsout_core::api::EvaluationRun;
+use lightsout_core::model::RetryPolicy;
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::{dataset, plan, validate};
 use lightsout_worker::local::{run_local, Event, LocalRun};
@@ -57,6 +58,7 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
         pricing,
         env: Box::new(|name| std::env::var(name).ok()),
         retry_delay: Duration::from_secs(2),
+        model_retry: RetryPolicy::default(),
     };
     let bar = ProgressBar::hidden();
     bar.set_style(

@@ -1,1 +1,3 @@
+//! The Lightsout Kubernetes controller: reconciles EvaluationRuns into per-trial Jobs.
 
+pub mod status;

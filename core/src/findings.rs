@@ -49,6 +49,7 @@ pub enum Severity {
 }
 
 impl Severity {
+    /// `"P0"`, `"P1"` or `"P2"`, as serialised.
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::P0 => "P0",
@@ -98,11 +99,11 @@ pub struct ParsedReview {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum JsonFindingsError {
     /// The text has no `[` or `{` at all.
-    #[error("the review contains no JSON")]
+    #[error("no JSON found")]
     NotJson,
     /// The text looks structured (has `[` or `{`) but no comment with a non-empty string `body`
     /// could be decoded from it.
-    #[error("the review looks like JSON but no comment with a non-empty `body` could be decoded")]
+    #[error("no comment with a non-empty `body` could be decoded from the structured output")]
     NoComments,
 }
 
@@ -2272,8 +2273,8 @@ mod tests {
         assert_eq!(
             review.warnings,
             vec![
-                "the review starts like JSON but the review looks like JSON but no comment with a non-empty \
-                 `body` could be decoded; parsed it as markdown"
+                "the review starts like JSON but no comment with a non-empty `body` could be decoded from the \
+                 structured output; parsed it as markdown"
             ]
         );
         // A markdown review that merely opens with a tag is not JSON.

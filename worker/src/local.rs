@@ -40,8 +40,10 @@ pub struct LocalRun {
     pub pricing: PricingTable,
     /// Reads an API key from the environment; injected so tests control it.
     pub env: EnvLookup,
-    /// Base delay between infrastructure retries.
+    /// Base delay between a trial's attempts after an infrastructure failure.
     pub retry_delay: Duration,
+    /// Retries of single model calls (rate limits, 5xx) within an attempt.
+    pub model_retry: RetryPolicy,
 }
 
 /// What a local run reports while it goes.
@@ -127,7 +129,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     let layout = RunLayout::new(&name);
     claim_results_dir(&store, &layout, run, &plan).await?;
 
-    let client = ModelClient::new(timeout + Duration::from_secs(5), RetryPolicy::default());
+    let client = ModelClient::new(timeout + Duration::from_secs(5), config.model_retry.clone());
     let panel = build_panel(run, &providers, &client, &config.pricing)?;
     if panel.is_none() {
         on_event(Event::Notice("spec.judges.panel is empty: reviews are collected but not scored".into()));
@@ -332,10 +334,7 @@ struct Providers {
 }
 
 impl Providers {
-    async fn resolve(
-        run: &EvaluationRun,
-        env: &EnvLookup,
-    ) -> anyhow::Result<Self> {
+    async fn resolve(run: &EvaluationRun, env: &EnvLookup) -> anyhow::Result<Self> {
         let mut providers = Providers { endpoints: BTreeMap::new(), scripted: BTreeSet::new(), server: None };
         for (name, spec) in &run.spec.providers {
             let key = env(spec.api_key_env()).filter(|k| !k.trim().is_empty());

@@ -129,6 +129,11 @@ impl ScriptedServer {
         self.addr
     }
 
+    /// Replaces the faults in force, e.g. to end a simulated outage mid-test.
+    pub fn set_faults(&self, faults: Faults) {
+        self.shared.set_faults(faults);
+    }
+
     /// Every request so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.requests()

@@ -17,11 +17,13 @@ use serde_json::{json, Value};
 use super::det::hash_u64;
 use super::request::{Completion, Exchange};
 use super::usage::{cache_prefix, Usage};
-use super::{agent, anthropic, judge, openai, RecordedRequest, Role, ScriptedConfig};
+use super::{agent, anthropic, judge, openai, Faults, RecordedRequest, Role, ScriptedConfig};
 
 /// State shared by all handlers of one server instance.
 pub(crate) struct Shared {
     config: ScriptedConfig,
+    /// The faults in force; starts as `config.faults`, replaceable while serving.
+    faults: Mutex<Faults>,
     log: Mutex<Vec<RecordedRequest>>,
     models: Mutex<Vec<String>>,
     /// Authenticated model requests per path, for `status_every_nth`.
@@ -42,6 +44,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     pub fn new(config: ScriptedConfig) -> Shared {
         Shared {
+            faults: Mutex::new(config.faults.clone()),
             config,
             log: Mutex::default(),
             models: Mutex::default(),
@@ -54,6 +57,14 @@ impl Shared {
 
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.log).clone()
+    }
+
+    pub fn set_faults(&self, faults: Faults) {
+        *lock(&self.faults) = faults;
+    }
+
+    fn faults(&self) -> Faults {
+        lock(&self.faults).clone()
     }
 
     pub fn models(&self) -> Vec<String> {
@@ -82,7 +93,7 @@ impl Shared {
 
     /// The injected status for this request, if it is an nth one on its path.
     fn fault(&self, path: &'static str) -> Option<StatusCode> {
-        let (status, every) = self.config.faults.status_every_nth?;
+        let (status, every) = self.faults().status_every_nth?;
         if every == 0 {
             return None;
         }
@@ -201,7 +212,7 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
 }
 
 async fn model_request(State(shared): State<Arc<Shared>>, api: Api, headers: HeaderMap, body: Bytes) -> Response {
-    let delay = shared.config.faults.delay_ms;
+    let delay = shared.faults().delay_ms;
     if delay > 0 {
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
@@ -229,7 +240,7 @@ async fn model_request(State(shared): State<Arc<Shared>>, api: Api, headers: Hea
                 shared.remember_model(&exchange.model);
                 let (answered_as, completion) = shared.complete(api, exchange);
                 role = Some(answered_as);
-                api.render(exchange, &completion, shared.config.faults.malformed_stream_chunk)
+                api.render(exchange, &completion, shared.faults().malformed_stream_chunk)
             }
         }
     };

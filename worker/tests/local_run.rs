@@ -1,0 +1,264 @@
+//! `run_local` against real scripted model servers on loopback: infrastructure failures are
+//! retried and never scored, an interrupted run resumes without duplicates, the run budget stops
+//! new trials, and unreadable or unreachable judges are handled as documented.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lightsout_core::model::RetryPolicy;
+use lightsout_core::pricing::PricingTable;
+use lightsout_core::scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
+use lightsout_core::summary::RunSummary;
+use lightsout_core::validate::parse_run;
+use lightsout_worker::local::{run_local, Event, LocalRun, LocalRunReport};
+
+fn sample() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl")
+}
+
+/// A run over the first `tasks` sample tasks with one model (provider `agent`) and a judge
+/// panel (provider `judge`), each pointed at the given server.
+fn run_yaml(agent_url: &str, judge_url: &str, judges: &[&str], extra: &str) -> String {
+    let panel: Vec<String> = judges.iter().map(|j| format!("{{name: {j}, provider: judge}}")).collect();
+    format!(
+        r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {{name: test}}
+spec:
+  dataset:
+    format: crbugbench
+    source: "file://{}"
+    filter: {{ids: [pyledger-001, pyledger-002, pyledger-004, tinyq-001]}}
+  agent: {{harness: {{name: single-shot, version: "1.0.0"}}, timeout: 30s}}
+  matrix:
+    models: [{{name: gpt-5-mini, provider: agent}}]
+  judges:
+    panel: [{}]
+  providers:
+    agent: {{baseUrl: "{agent_url}", apiKind: openai-chat, apiKeyEnv: AGENT_KEY}}
+    judge: {{baseUrl: "{judge_url}", apiKind: anthropic, apiKeyEnv: JUDGE_KEY}}
+  storage: {{results: "file:///unused"}}
+  parallelism: 2
+  retries: 2
+{extra}
+"#,
+        sample().display(),
+        panel.join(", ")
+    )
+}
+
+fn config(yaml: &str, results: &Path) -> LocalRun {
+    LocalRun {
+        run: parse_run(yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}")),
+        results_uri: Some(format!("file://{}", results.display())),
+        pricing: PricingTable::default(),
+        env: Box::new(|name| match name {
+            "AGENT_KEY" => Some("agent-secret".into()),
+            "JUDGE_KEY" => Some("judge-secret".into()),
+            _ => None,
+        }),
+        retry_delay: Duration::from_millis(1),
+        model_retry: RetryPolicy {
+            attempts: 2,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(5),
+        },
+    }
+}
+
+async fn server(faults: Faults, key: &str) -> ScriptedServer {
+    ScriptedServer::start(ScriptedConfig { expected_api_key: Some(key.into()), faults }).await.unwrap()
+}
+
+async fn run(config: LocalRun) -> (LocalRunReport, Vec<Event>) {
+    let events = Mutex::new(Vec::new());
+    let report = run_local(config, |e| events.lock().unwrap().push(e)).await.unwrap();
+    (report, events.into_inner().unwrap())
+}
+
+fn result_files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == "result.json") {
+                out.push(path.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn only_variant(summary: &RunSummary) -> &lightsout_core::summary::VariantSummary {
+    assert_eq!(summary.variants.len(), 1);
+    &summary.variants[0]
+}
+
+#[tokio::test]
+async fn keys_reach_only_their_own_provider_and_trials_are_scored() {
+    let agent = server(Faults::default(), "agent-secret").await;
+    let judge = server(Faults::default(), "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = run_yaml(
+        &agent.base_url(),
+        &judge.base_url(),
+        &["claude-haiku-4-5", "claude-sonnet-4-5", "claude-opus-4-1"],
+        "",
+    );
+    let (report, _) = run(config(&yaml, dir.path())).await;
+    let v = only_variant(&report.summary);
+    assert_eq!((v.trials.ok, v.scored), (4, 4));
+    assert!(!report.summary.scripted_models, "real endpoints with keys are not scripted");
+    assert!(v.recall.contains_key("5"));
+    assert!(agent.requests().iter().all(|r| r.api_key.as_deref() == Some("agent-secret") && r.status == 200));
+    assert!(agent.requests().iter().all(|r| r.role == Some(Role::Agent)));
+    assert!(judge
+        .requests()
+        .iter()
+        .all(|r| r.api_key.as_deref() == Some("judge-secret") && r.role == Some(Role::Judge)));
+    // Every finding within k_max × every bug × 3 judges was asked.
+    assert!(judge.requests().len() >= 4 * 3);
+}
+
+#[tokio::test]
+async fn infrastructure_failures_are_retried_as_new_attempts_and_never_scored() {
+    let agent = server(Faults { status_every_nth: Some((503, 1)), ..Faults::default() }, "agent-secret").await;
+    let judge = server(Faults::default(), "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = run_yaml(&agent.base_url(), &judge.base_url(), &["claude-haiku-4-5"], "");
+    let (report, events) = run(config(&yaml, dir.path())).await;
+    let v = only_variant(&report.summary);
+    assert_eq!(v.trials.infra_failed, 4);
+    assert_eq!(v.trials.ok + v.trials.agent_failed, 0);
+    assert_eq!(v.scored, 0, "infrastructure failures are not scored");
+    assert!(v.recall.is_empty());
+    // retries: 2 → three attempts per trial, each recorded apart.
+    let files = result_files(dir.path());
+    assert_eq!(files.len(), 12, "{files:?}");
+    assert_eq!(files.iter().filter(|f| f.contains("attempt-3")).count(), 4);
+    assert_eq!(events.iter().filter(|e| matches!(e, Event::TrialRetried { .. })).count(), 8);
+    assert!(judge.requests().is_empty(), "nothing to judge");
+}
+
+#[tokio::test]
+async fn bad_credentials_are_not_the_models_fault() {
+    let agent = server(Faults::default(), "another-key").await;
+    let judge = server(Faults::default(), "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = run_yaml(&agent.base_url(), &judge.base_url(), &["claude-haiku-4-5"], "");
+    let (report, _) = run(config(&yaml, dir.path())).await;
+    let v = only_variant(&report.summary);
+    assert_eq!(v.trials.infra_failed, 4);
+    assert_eq!(v.scored, 0);
+}
+
+#[tokio::test]
+async fn an_interrupted_run_resumes_without_duplicating_a_trial() {
+    let agent = server(Faults { delay_ms: 40, ..Faults::default() }, "agent-secret").await;
+    let judge = server(Faults::default(), "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = run_yaml(&agent.base_url(), &judge.base_url(), &["claude-haiku-4-5"], "")
+        .replace("filter: {ids: [pyledger-001, pyledger-002, pyledger-004, tinyq-001]}", "filter: {}");
+
+    // Stop the run (drop its future, as Ctrl-C does) once two trials have finished.
+    let finished = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let (f, s) = (finished.clone(), stop.clone());
+    let interrupted = run_local(config(&yaml, dir.path()), move |e| {
+        if matches!(e, Event::TrialFinished { .. }) && f.fetch_add(1, Ordering::SeqCst) + 1 == 2 {
+            s.notify_one();
+        }
+    });
+    tokio::select! {
+        _ = interrupted => panic!("the run finished before it could be interrupted"),
+        _ = stop.notified() => {}
+    }
+    let done_before = result_files(dir.path());
+    assert!(done_before.len() >= 2 && done_before.len() < 10, "{done_before:?}");
+    let first_contents: Vec<Vec<u8>> = done_before.iter().map(|f| std::fs::read(dir.path().join(f)).unwrap()).collect();
+
+    let (report, events) = run(config(&yaml, dir.path())).await;
+    let planned = events.iter().find_map(|e| match e {
+        Event::Planned { trials, finished, .. } => Some((*trials, *finished)),
+        _ => None,
+    });
+    assert_eq!(planned, Some((10, done_before.len())));
+    let files = result_files(dir.path());
+    assert_eq!(files.len(), 10, "one result per trial: {files:?}");
+    assert!(files.iter().all(|f| f.contains("attempt-1")));
+    for (f, before) in done_before.iter().zip(first_contents) {
+        assert_eq!(std::fs::read(dir.path().join(f)).unwrap(), before, "{f} was run again");
+    }
+    let v = only_variant(&report.summary);
+    assert_eq!((v.trials.planned, v.trials.ok, v.trials.pending), (10, 10, 0));
+}
+
+#[tokio::test]
+async fn the_run_budget_stops_new_trials() {
+    let agent = server(Faults::default(), "agent-secret").await;
+    let judge = server(Faults::default(), "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = run_yaml(&agent.base_url(), &judge.base_url(), &["claude-haiku-4-5"], "  budget: {maxUSD: 0.000001}")
+        .replace("parallelism: 2", "parallelism: 1");
+    let (report, events) = run(config(&yaml, dir.path())).await;
+    let v = only_variant(&report.summary);
+    assert_eq!(v.trials.ok, 1, "the first trial spends past the budget; no other starts");
+    assert_eq!(v.trials.pending, 3);
+    assert!(events.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("budget"))));
+}
+
+#[tokio::test]
+async fn unreadable_judges_are_retried_once_then_counted_as_failed_votes() {
+    let agent = server(Faults::default(), "agent-secret").await;
+    let judge = server(Faults::default(), "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml =
+        run_yaml(&agent.base_url(), &judge.base_url(), &["malformed-judge", "broken-judge", "claude-haiku-4-5"], "");
+    let (report, _) = run(config(&yaml, dir.path())).await;
+    assert_eq!(only_variant(&report.summary).scored, 4);
+    let verdict_files: Vec<PathBuf> =
+        result_files(dir.path()).iter().map(|f| dir.path().join(f.replace("result.json", "verdicts.json"))).collect();
+    for path in verdict_files {
+        let verdicts: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for vote in verdicts["votes"].as_array().unwrap() {
+            match vote["judge"].as_str().unwrap() {
+                "malformed-judge" => {
+                    assert_eq!((vote["attempts"].as_u64(), vote["value"] != "failed"), (Some(2), true))
+                }
+                "broken-judge" => {
+                    assert_eq!((vote["attempts"].as_u64(), vote["value"].as_str()), (Some(2), Some("failed")))
+                }
+                _ => assert_eq!(vote["attempts"], 1),
+            }
+        }
+        for decision in verdicts["decisions"].as_array().unwrap() {
+            assert_eq!(decision["failed"], 1, "the broken judge's vote is failed and left out: {decision}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_judge_outage_leaves_trials_unjudged_until_the_next_run() {
+    let agent = server(Faults::default(), "agent-secret").await;
+    let down = server(Faults { status_every_nth: Some((529, 1)), ..Faults::default() }, "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = run_yaml(&agent.base_url(), &down.base_url(), &["claude-haiku-4-5"], "");
+    let (report, events) = run(config(&yaml, dir.path())).await;
+    let v = only_variant(&report.summary);
+    assert_eq!((v.trials.ok, v.scored), (4, 0), "an outage is never turned into 'no' votes");
+    assert_eq!(events.iter().filter(|e| matches!(e, Event::JudgingFailed { .. })).count(), 4);
+
+    // The outage ends; running again judges the stored reviews without reviewing again.
+    down.set_faults(Faults::default());
+    let agent_calls = agent.requests().len();
+    let (report, _) = run(config(&yaml, dir.path())).await;
+    assert_eq!(only_variant(&report.summary).scored, 4);
+    assert_eq!(agent.requests().len(), agent_calls, "finished reviews are judged, not reviewed again");
+}
