@@ -975,6 +975,7 @@ fn parse_markdown(text: &str) -> MarkdownReview {
         };
         let title = Title::analyse(&section.title);
         let end = section_end(&sections, index);
+        let span_end = sections.get(end).and_then(|next| next.head).unwrap_or(lines.len());
         let leaf = sections[index + 1..end].iter().all(|nested| nested.label);
         let finding_children =
             sections[index + 1..end].iter().any(|nested| !nested.label && Title::analyse(&nested.title).finding_like());
@@ -986,12 +987,19 @@ fn parse_markdown(text: &str) -> MarkdownReview {
         let severity = title.group_severity.or(parent.and_then(|context| context.severity));
         if !excluded && !section.label && is_finding_heading(&title, parent, !items.is_empty(), leaf, finding_children)
         {
-            let span = head + 1..sections.get(end).and_then(|next| next.head).unwrap_or(lines.len());
-            push_heading(&lines, &title, span, parent.and_then(|context| context.severity), &mut findings);
-            covered[head..sections.get(end).and_then(|next| next.head).unwrap_or(lines.len())].fill(true);
+            push_heading(
+                &lines,
+                &title,
+                head + 1..span_end,
+                parent.and_then(|context| context.severity),
+                &mut findings,
+            );
+            covered[head..span_end].fill(true);
             index = end;
             continue;
         }
+        // A group's unprefixed sub-headings can be findings (see `is_finding_heading`).
+        let group = title.group || parent.is_some_and(|context| context.group);
         if excluded {
             ignored_items += items.len();
             if !items.is_empty() {
@@ -1003,7 +1011,7 @@ fn parse_markdown(text: &str) -> MarkdownReview {
                 fallback.push((index, title));
             }
         }
-        stack.push(Context { level: section.level, excluded, severity, group: title_group(&sections[index], parent) });
+        stack.push(Context { level: section.level, excluded, severity, group });
         index += 1;
     }
     if findings.is_empty() && fallback.len() >= 2 {
@@ -1045,11 +1053,6 @@ fn parse_markdown(text: &str) -> MarkdownReview {
         .map(|(line, _)| line.raw)
         .collect();
     MarkdownReview { findings, warnings, stray_fences, stray_text: stray.join("\n") }
-}
-
-/// Whether a section is a group its unprefixed sub-headings can be findings of.
-fn title_group(section: &Section, parent: Option<Context>) -> bool {
-    Title::analyse(&section.title).group || parent.is_some_and(|context| context.group)
 }
 
 /// The index of the first section after `index` that is not nested in it (a heading of the
