@@ -13,6 +13,12 @@ fn committed_crd_matches_the_types() {
 }
 
 #[test]
+fn the_chart_ships_the_same_crd() {
+    let output = common::lightsout(&["crdgen", "-o", "charts/lightsout/crds/evaluationrun.yaml", "--check"]);
+    assert!(output.status.success(), "charts/lightsout/crds/evaluationrun.yaml has drifted: {}", common::stderr(&output));
+}
+
+#[test]
 fn drift_is_detected() {
     let dir = tempfile::tempdir().unwrap();
     let stale = dir.path().join("crd.yaml");

@@ -86,3 +86,31 @@ fn quickstart_runs_offline_and_resumes_without_recounting() {
 fn results_uri(dir: &tempfile::TempDir) -> String {
     format!("file://{}", dir.path().display())
 }
+
+#[test]
+fn the_swe_prbench_example_runs_with_json_findings_and_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = common::lightsout(&["run", "-f", "manifests/examples/swe-prbench.yaml", "--results", &results_uri(&dir)]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let run_dir = dir.path().join("runs/swe-prbench-sample");
+    let summary: Value = serde_json::from_slice(&std::fs::read(run_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["dataset"]["format"], "swe-prbench");
+    assert_eq!(summary["trials"]["planned"], 40, "2 models × 10 tasks × 2 repeats");
+    assert_eq!(summary["trials"]["ok"], 40);
+    for v in summary["variants"].as_array().unwrap() {
+        assert_eq!(v["scored"], 20, "{v}");
+        assert!(v["recall"]["5"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(v["recall_by_track"].as_object().unwrap().is_empty(), "SWE-PRBench tasks have no track");
+    }
+    // The agent was given the config_B render (the changed files' full content), asked for JSON,
+    // and its JSON answer was parsed as such.
+    let files = common::files_under(&run_dir);
+    let prompt = files.iter().find(|f| f.ends_with("prompt.txt")).unwrap();
+    let prompt = std::fs::read_to_string(run_dir.join(prompt)).unwrap();
+    assert!(prompt.contains("Return a JSON array"), "{prompt}");
+    assert!(prompt.contains("## Changed files, after this PR"), "config_B context missing:\n{prompt}");
+    let findings = files.iter().find(|f| f.ends_with("findings.json")).unwrap();
+    let findings: Value = serde_json::from_slice(&std::fs::read(run_dir.join(findings)).unwrap()).unwrap();
+    assert_eq!(findings["format"], "json");
+    assert!(findings["findings"][0]["severity"].is_string(), "{findings}");
+}
