@@ -15,7 +15,11 @@ fn committed_crd_matches_the_types() {
 #[test]
 fn the_chart_ships_the_same_crd() {
     let output = common::lightsout(&["crdgen", "-o", "charts/lightsout/crds/evaluationrun.yaml", "--check"]);
-    assert!(output.status.success(), "charts/lightsout/crds/evaluationrun.yaml has drifted: {}", common::stderr(&output));
+    assert!(
+        output.status.success(),
+        "charts/lightsout/crds/evaluationrun.yaml has drifted: {}",
+        common::stderr(&output)
+    );
 }
 
 #[test]

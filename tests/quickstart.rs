@@ -90,7 +90,8 @@ fn results_uri(dir: &tempfile::TempDir) -> String {
 #[test]
 fn the_swe_prbench_example_runs_with_json_findings_and_context() {
     let dir = tempfile::tempdir().unwrap();
-    let output = common::lightsout(&["run", "-f", "manifests/examples/swe-prbench.yaml", "--results", &results_uri(&dir)]);
+    let output =
+        common::lightsout(&["run", "-f", "manifests/examples/swe-prbench.yaml", "--results", &results_uri(&dir)]);
     assert!(output.status.success(), "{}", common::stderr(&output));
     let run_dir = dir.path().join("runs/swe-prbench-sample");
     let summary: Value = serde_json::from_slice(&std::fs::read(run_dir.join("summary.json")).unwrap()).unwrap();

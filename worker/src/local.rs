@@ -17,7 +17,7 @@ use lightsout_core::dataset::{self, GroundTruth, LineError, LoadedTask};
 use lightsout_core::findings::ParsedReview;
 use lightsout_core::judge::{Judge, Panel, TrialVerdicts};
 use lightsout_core::model::{Endpoint, ModelClient, RetryPolicy};
-use lightsout_core::plan::{self, Plan};
+use lightsout_core::plan;
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::prompts::review_prompt;
 use lightsout_core::results::{LocalStore, ResultStore, RunLayout};
@@ -105,8 +105,8 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     if tasks.is_empty() {
         bail!("dataset {}: no task matches spec.dataset.filter", spec.dataset.source);
     }
-    let plan = plan::plan(spec, &tasks.iter().map(|t| t.task.clone()).collect::<Vec<_>>(), |_, _| None);
-    for variant in &plan.variants {
+    let variants = plan::variants(spec);
+    for variant in &variants {
         crate::harness::check(&variant.harness)
             .map_err(|e| anyhow::anyhow!("spec.matrix: variant {}: {e}", variant.name))?;
     }
@@ -127,7 +127,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     }
 
     let layout = RunLayout::new(&name);
-    claim_results_dir(&store, &layout, run, &plan).await?;
+    claim_results_dir(&store, &layout, run, &variants).await?;
 
     let client = ModelClient::new(timeout + Duration::from_secs(5), config.model_retry.clone());
     let panel = build_panel(run, &providers, &client, &config.pricing)?;
@@ -137,10 +137,18 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     let k_max = spec.judges.k.iter().copied().max().unwrap_or(5).max(1) as u32;
 
     let state = scan(&store, &layout).await?;
+    // Trials whose sibling repeats finished have a measured duration; the rest are estimated.
+    let durations = state.mean_durations();
+    let task_list: Vec<_> = tasks.iter().map(|t| t.task.clone()).collect();
+    let plan =
+        plan::plan(spec, &task_list, |variant, task| durations.get(&(variant.to_string(), task.to_string())).copied());
     let max_attempts = spec.retries.max(0) as u32 + 1;
     let finished = plan.trials.iter().filter(|t| state.is_final(&t.id, max_attempts)).count();
     on_event(Event::Planned { trials: plan.trials.len(), finished, variants: plan.variants.len(), tasks: tasks.len() });
 
+    if spec.suspend {
+        on_event(Event::Notice("spec.suspend is true: no trial starts; finished reviews are still judged".into()));
+    }
     let spent = Arc::new(Mutex::new(state.spent_usd()));
     let budget_hit = Arc::new(Mutex::new(false));
     let truth_by_task: HashMap<&str, &GroundTruth> = tasks.iter().map(|t| (t.task.id.as_str(), &t.truth)).collect();
@@ -159,6 +167,10 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
             async move {
                 let mut final_result = state.final_result(&planned.id, max_attempts).cloned();
                 if final_result.is_none() {
+                    // Suspended runs start nothing new; finished reviews are still judged.
+                    if spec.suspend {
+                        return;
+                    }
                     if let Some(limit) = spec.budget.max_usd {
                         let over = *spent.lock().expect("lock") >= limit;
                         if over {
@@ -298,7 +310,7 @@ async fn claim_results_dir<S: ResultStore>(
     store: &S,
     layout: &RunLayout,
     run: &EvaluationRun,
-    plan: &Plan,
+    variants: &[plan::Variant],
 ) -> anyhow::Result<()> {
     let hash = spec_hash(&run.spec);
     if let Some(bytes) = store.get(&layout.run_json()).await? {
@@ -320,7 +332,7 @@ async fn claim_results_dir<S: ResultStore>(
         name: layout.run.clone(),
         spec_hash: hash,
         spec: serde_json::to_value(&run.spec)?,
-        variants: plan.variants.clone(),
+        variants: variants.to_vec(),
     };
     store.put(&layout.run_json(), &serde_json::to_vec_pretty(&record)?).await?;
     Ok(())
@@ -433,6 +445,19 @@ impl StoredState {
     /// An attempt that never wrote `result.json` was interrupted; its number is reused.
     fn next_attempt(&self, trial: &str) -> u32 {
         self.trials.get(trial).and_then(|t| t.results.last_key_value()).map(|(n, _)| n + 1).unwrap_or(1)
+    }
+
+    /// Mean duration of the finished, non-infrastructure attempts per (variant id, task id).
+    fn mean_durations(&self) -> HashMap<(String, String), u64> {
+        let mut sums: HashMap<(String, String), (u64, u64)> = HashMap::new();
+        for result in self.trials.values().flat_map(|t| t.results.values()) {
+            if result.outcome.is_scored() {
+                let entry = sums.entry((result.variant_id.clone(), result.task_id.clone())).or_default();
+                entry.0 += result.duration_ms;
+                entry.1 += 1;
+            }
+        }
+        sums.into_iter().map(|(key, (sum, n))| (key, sum / n)).collect()
     }
 
     /// Spend recorded so far: every finished attempt, infrastructure failures included (their

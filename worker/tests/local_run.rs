@@ -262,3 +262,15 @@ async fn a_judge_outage_leaves_trials_unjudged_until_the_next_run() {
     assert_eq!(only_variant(&report.summary).scored, 4);
     assert_eq!(agent.requests().len(), agent_calls, "finished reviews are judged, not reviewed again");
 }
+
+#[tokio::test]
+async fn a_suspended_run_starts_nothing() {
+    let agent = server(Faults::default(), "agent-secret").await;
+    let judge = server(Faults::default(), "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = run_yaml(&agent.base_url(), &judge.base_url(), &["claude-haiku-4-5"], "  suspend: true");
+    let (report, events) = run(config(&yaml, dir.path())).await;
+    assert_eq!(only_variant(&report.summary).trials.pending, 4);
+    assert!(agent.requests().is_empty());
+    assert!(events.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("suspend"))));
+}

@@ -85,3 +85,39 @@ pub fn load_file(format: DatasetFormat, path: &Path) -> Result<Dataset, DatasetE
     }
     Ok(dataset)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_native_format_round_trips_a_task_and_its_ground_truth() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let line = r#"{"id": "t1", "repo": "o/r", "title": "T", "diff": "+x", "track": "post-merge", "ground_truth": {"kind": "bugs", "bugs": [{"description": "d", "file": "a.py", "line": 3}]}}"#;
+        let no_truth =
+            r#"{"id": "t2", "repo": "o/r", "title": "T", "diff": "+x", "ground_truth": {"kind": "bugs", "bugs": []}}"#;
+        std::fs::write(&path, format!("{line}\n\n{no_truth}\n")).unwrap();
+        let dataset = load_file(DatasetFormat::Jsonl, &path).unwrap();
+        assert_eq!(dataset.tasks.len(), 1);
+        assert_eq!(dataset.tasks[0].task.track, Some(crate::api::Track::PostMerge));
+        assert_eq!(dataset.tasks[0].truth.items()[0].line, Some(3));
+        assert_eq!(dataset.skipped.len(), 1);
+        assert_eq!(dataset.skipped[0].line, 3, "blank lines still count in line numbers");
+        assert!(dataset.skipped[0].message.contains("ground_truth has no item"));
+    }
+
+    #[test]
+    fn duplicates_and_bad_fields_are_named_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("crb.jsonl");
+        let good = r#"{"task_id": "a", "repo": "o/r", "title": "T", "diff": "+x", "track": "pre-merge", "bugs": [{"description": "d"}]}"#;
+        let bad_line = r#"{"task_id": "b", "repo": "o/r", "title": "T", "diff": "+x", "track": "pre-merge", "bugs": [{"description": "d", "line": "ten"}]}"#;
+        std::fs::write(&path, format!("{good}\n{good}\n{bad_line}\n")).unwrap();
+        let dataset = load_file(DatasetFormat::CrBugBench, &path).unwrap();
+        let messages: Vec<String> = dataset.skipped.iter().map(|e| e.to_string()).collect();
+        assert_eq!(dataset.tasks.len(), 1);
+        assert!(messages[0].ends_with(":2: duplicate task_id \"a\""), "{messages:?}");
+        assert!(messages[1].contains(":3: field bugs[0].line"), "{messages:?}");
+    }
+}
