@@ -4,6 +4,7 @@
 pub mod api;
 pub mod dataset;
 pub mod duration;
+pub mod exchange;
 pub mod findings;
 pub mod hash;
 pub mod judge;
