@@ -4,4 +4,5 @@
 
 pub mod harness;
 pub mod local;
+pub mod proxy;
 pub mod trial;

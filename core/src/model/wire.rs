@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::{ChatRequest, Usage};
+use super::{anthropic_usage, openai_chat_usage, openai_responses_usage, ChatRequest, Usage};
 use crate::api::{ApiKind, ReasoningEffort};
 
 /// The path under the base URL and the JSON body of a request.
@@ -68,8 +68,6 @@ fn anthropic_thinking_budget(effort: ReasoningEffort) -> Option<u32> {
 
 /// The answer's text and usage, or a description of what is missing.
 pub(super) fn response(kind: ApiKind, body: &Value) -> Result<(String, Usage), String> {
-    let u =
-        |v: &Value, path: &[&str]| path.iter().try_fold(v, |v, key| v.get(key)).and_then(Value::as_u64).unwrap_or(0);
     match kind {
         ApiKind::OpenAiChat => {
             let text = body
@@ -89,16 +87,7 @@ pub(super) fn response(kind: ApiKind, body: &Value) -> Result<(String, Usage), S
                 }
             }
             let usage = body.get("usage").ok_or("no usage")?;
-            Ok((
-                text,
-                Usage {
-                    input_tokens: u(usage, &["input_tokens"]),
-                    output_tokens: u(usage, &["output_tokens"]),
-                    cached_read_tokens: u(usage, &["input_tokens_details", "cached_tokens"]),
-                    cache_write_tokens: 0,
-                    reasoning_tokens: u(usage, &["output_tokens_details", "reasoning_tokens"]),
-                },
-            ))
+            Ok((text, openai_responses_usage(usage)))
         }
         ApiKind::Anthropic => {
             let mut text = String::new();
@@ -110,32 +99,5 @@ pub(super) fn response(kind: ApiKind, body: &Value) -> Result<(String, Usage), S
             let usage = body.get("usage").ok_or("no usage")?;
             Ok((text, anthropic_usage(usage)))
         }
-    }
-}
-
-pub fn openai_chat_usage(usage: &Value) -> Usage {
-    let u = |path: &[&str]| path.iter().try_fold(usage, |v, key| v.get(key)).and_then(Value::as_u64).unwrap_or(0);
-    Usage {
-        input_tokens: u(&["prompt_tokens"]),
-        output_tokens: u(&["completion_tokens"]),
-        cached_read_tokens: u(&["prompt_tokens_details", "cached_tokens"]),
-        cache_write_tokens: 0,
-        reasoning_tokens: u(&["completion_tokens_details", "reasoning_tokens"]),
-    }
-}
-
-/// Anthropic's `input_tokens` excludes cache reads and writes; they are added so that
-/// [`Usage::input_tokens`] means the same thing for every API. Thinking tokens are part of
-/// `output_tokens` and not reported apart.
-pub fn anthropic_usage(usage: &Value) -> Usage {
-    let u = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
-    let cached = u("cache_read_input_tokens");
-    let written = u("cache_creation_input_tokens");
-    Usage {
-        input_tokens: u("input_tokens") + cached + written,
-        output_tokens: u("output_tokens"),
-        cached_read_tokens: cached,
-        cache_write_tokens: written,
-        reasoning_tokens: 0,
     }
 }
