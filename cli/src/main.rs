@@ -36,6 +36,19 @@ enum Command {
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
     },
+    /// Serve the built-in scripted model server (OpenAI- and Anthropic-compatible) on loopback
+    /// until interrupted: deterministic canned answers for trying harnesses offline.
+    ScriptedServer {
+        /// Only this API key is accepted; any non-empty key when absent.
+        #[arg(long)]
+        api_key: Option<String>,
+    },
+    /// The agent sandbox's entry point (used by `lightsout run` itself; not for direct use).
+    #[command(name = "__sandbox", hide = true)]
+    Sandbox {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Write the CustomResourceDefinition YAML generated from the API types.
     Crdgen {
         /// Output file; standard output when absent.
@@ -53,6 +66,11 @@ fn main() -> ExitCode {
         Command::Run { file, results, pricing } => run::run(&file, results, pricing.as_deref()),
         Command::Validate { file } => run::validate(&file),
         Command::Crdgen { out, check } => crdgen::crdgen(out.as_deref(), check),
+        Command::ScriptedServer { api_key } => run::scripted_server(api_key),
+        Command::Sandbox { args } => match lightsout_worker::sandbox::SandboxArgs::parse(&args) {
+            Ok(args) => std::process::exit(lightsout_worker::sandbox::run(&args)),
+            Err(e) => Err(anyhow::anyhow!("sandbox: {e}")),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

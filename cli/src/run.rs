@@ -9,7 +9,7 @@ use lightsout_core::api::EvaluationRun;
 use lightsout_core::model::RetryPolicy;
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::{dataset, plan, validate};
-use lightsout_worker::local::{run_local, Event, LocalRun};
+use lightsout_worker::local::{run_local, Event, LocalRun, SandboxCommand};
 
 use crate::output;
 
@@ -59,6 +59,8 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
         env: Box::new(|name| std::env::var(name).ok()),
         retry_delay: Duration::from_secs(2),
         model_retry: RetryPolicy::default(),
+        harness_root: lightsout_worker::harness::default_root(),
+        sandbox: sandbox_command(),
     };
     let bar = ProgressBar::hidden();
     bar.set_style(
@@ -97,4 +99,24 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
     print!("{}", output::summary_table(&report.summary));
     println!("summary: {}", report.summary_uri);
     Ok(())
+}
+
+pub fn scripted_server(api_key: Option<String>) -> anyhow::Result<()> {
+    use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let server = ScriptedServer::start(ScriptedConfig { expected_api_key: api_key, ..Default::default() }).await?;
+        println!("scripted model server (canned answers, not a real model) at {}", server.base_url());
+        tokio::signal::ctrl_c().await?;
+        server.shutdown().await;
+        anyhow::Ok(())
+    })
+}
+
+/// Agents run in this binary's sandbox (network and mount namespaces), which needs root on Linux.
+fn sandbox_command() -> Option<SandboxCommand> {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let program = std::env::current_exe().ok()?;
+    (cfg!(target_os = "linux") && root).then(|| SandboxCommand { program, leading_args: vec!["__sandbox".into()] })
 }

@@ -15,6 +15,7 @@ pub mod prompts;
 pub mod results;
 pub mod scripted;
 pub mod summary;
+pub mod trajectory;
 pub mod trial;
 pub mod validate;
 pub mod workspace;

@@ -57,3 +57,14 @@ fn task_section(task: &Task, context: Option<ContextConfig>) -> String {
         change
     )
 }
+
+/// Where an agentic harness finds the change and must leave its review.
+pub const AGENTIC_WORKSPACE_NOTE: &str = "You are in the repository, with the change applied as uncommitted \
+modifications (see `git diff`). The pull request's title, description and diff are also in ../pr/. You may read \
+files and run commands, but do not modify the code. Write your review to a file named review.md in the current \
+directory: that file is what will be evaluated.";
+
+/// The task given to an agentic harness: the review prompt plus where to work and what to leave.
+pub fn agentic_review_prompt(prompt: &PromptRef, task: &Task, context: Option<ContextConfig>) -> String {
+    format!("{}\n{AGENTIC_WORKSPACE_NOTE}\n", review_prompt(prompt, task, context))
+}

@@ -78,4 +78,16 @@ pub struct TrialResult {
     /// Whether the model was the built-in scripted server rather than a real provider.
     #[serde(default)]
     pub scripted_model: bool,
+    /// What the agent did, from its trajectory (agentic harnesses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trajectory: Option<TrajectorySummary>,
+}
+
+/// The shape of an agent's work: turns, tool calls and what kind of action each was.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrajectorySummary {
+    pub turns: u32,
+    pub tool_calls: u32,
+    /// Tool calls by action (`read`, `probe`, `write`, `execute`, `git`, `other`).
+    pub action_mix: std::collections::BTreeMap<String, u32>,
 }

@@ -97,3 +97,55 @@ pub fn commit_change(dest: &Path, title: &str) -> Result<String, WorkspaceError>
     git(dest, &["commit", "-q", "-m", title], Some(CHANGE_DATE), None)?;
     git(dest, &["rev-parse", "HEAD"], None, None)
 }
+
+/// A trial's working tree: `repo/` (the base commit with the change applied, uncommitted) and
+/// `pr/` (title, description and diff as files, as CRBugBench gives them).
+#[derive(Debug, Clone)]
+pub struct TrialWorkspace {
+    pub repo: std::path::PathBuf,
+    pub pr: std::path::PathBuf,
+}
+
+/// Prepares a trial's workspace under `dir` from the repository's base tree. When the task
+/// names its base commit, the materialised one must match it.
+pub fn prepare(task: &crate::dataset::Task, base_tree: &Path, dir: &Path) -> Result<TrialWorkspace, WorkspaceError> {
+    let repo = dir.join("repo");
+    let pr = dir.join("pr");
+    let base = materialise_base(base_tree, &repo)?;
+    if let Some(expected) = task.base_commit.as_deref().filter(|c| !c.is_empty()) {
+        if !base.starts_with(expected) && !expected.starts_with(&base) {
+            return Err(WorkspaceError::Git {
+                args: "rev-parse HEAD".into(),
+                message: format!(
+                    "{} materialises as {base}, but task {} names base commit {expected}",
+                    base_tree.display(),
+                    task.id
+                ),
+            });
+        }
+    }
+    apply_change(&repo, &task.diff)?;
+    std::fs::create_dir_all(&pr).map_err(io(&pr))?;
+    for (name, text) in [
+        ("title.txt", task.title.as_str()),
+        ("description.md", task.description.as_str()),
+        ("diff.patch", task.diff.as_str()),
+    ] {
+        let path = pr.join(name);
+        std::fs::write(&path, text).map_err(io(&path))?;
+    }
+    Ok(TrialWorkspace { repo, pr })
+}
+
+/// Where a local dataset keeps a task's repository base tree: `repos/<name>` beside the dataset
+/// file, `<name>` being the last part of the task's `repo`.
+pub fn local_base_tree(dataset_file: &Path, repo: &str) -> std::path::PathBuf {
+    let name = repo.rsplit('/').next().unwrap_or(repo);
+    let dir = dataset_file.parent().unwrap_or(Path::new("."));
+    // SWE-PRBench's tasks.jsonl sits one level down (swe-prbench/), beside annotations/.
+    let candidate = dir.join("repos").join(name);
+    if candidate.exists() {
+        return candidate;
+    }
+    dir.parent().map(|p| p.join("repos").join(name)).filter(|p| p.exists()).unwrap_or(candidate)
+}

@@ -2,7 +2,9 @@
 //! (`harness`). `lightsout run` runs many trials on one machine through the same code
 //! (`local`); in a cluster, the `lightsout-worker` binary runs one per pod.
 
+pub mod agent_process;
 pub mod harness;
 pub mod local;
 pub mod proxy;
+pub mod sandbox;
 pub mod trial;

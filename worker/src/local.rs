@@ -7,6 +7,7 @@
 //! counts nothing twice, because a trial's identity and its result keys are deterministic.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,15 +20,17 @@ use lightsout_core::judge::{Judge, Panel, TrialVerdicts};
 use lightsout_core::model::{Endpoint, ModelClient, RetryPolicy};
 use lightsout_core::plan;
 use lightsout_core::pricing::PricingTable;
-use lightsout_core::prompts::review_prompt;
+use lightsout_core::prompts::{agentic_review_prompt, review_prompt};
 use lightsout_core::results::{LocalStore, ResultStore, RunLayout};
 use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
 use lightsout_core::summary::{self, DatasetSummary, RunIdentity, RunSummary, TrialRecord, SUMMARY_SCHEMA};
 use lightsout_core::trial::{Outcome, TrialResult};
 use lightsout_core::validate::spec_hash;
+use lightsout_core::workspace;
 use serde::{Deserialize, Serialize};
 
-use crate::trial::{run_trial, TrialJob};
+use crate::harness::Installed;
+use crate::trial::{run_trial, AgentSetup, SandboxLauncher, TrialJob};
 
 /// Looks up an environment variable.
 pub type EnvLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -44,6 +47,18 @@ pub struct LocalRun {
     pub retry_delay: Duration,
     /// Retries of single model calls (rate limits, 5xx) within an attempt.
     pub model_retry: RetryPolicy,
+    /// Where agentic harnesses are installed (see `harness::default_root`).
+    pub harness_root: PathBuf,
+    /// How to start the sandbox agentic harnesses run in; `None` runs them unsandboxed (tests of
+    /// the harness alone; never the CLI's choice on Linux as root).
+    pub sandbox: Option<SandboxCommand>,
+}
+
+/// The program and leading arguments that start the sandbox entry point of this build.
+#[derive(Debug, Clone)]
+pub struct SandboxCommand {
+    pub program: PathBuf,
+    pub leading_args: Vec<std::ffi::OsString>,
 }
 
 /// What a local run reports while it goes.
@@ -117,6 +132,45 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     let timeout =
         lightsout_core::duration::parse(&spec.agent.timeout).map_err(|e| anyhow::anyhow!("spec.agent.timeout: {e}"))?;
     let providers = Providers::resolve(run, &config.env).await?;
+    let dataset_file = dataset::local_path(&spec.dataset.source)?;
+    let mut installed: HashMap<String, Installed> = HashMap::new();
+    for variant in &variants {
+        if installed.contains_key(&variant.id) {
+            continue;
+        }
+        let exists = crate::harness::install_dir_exists(&variant.harness, &config.harness_root);
+        if !exists && variant.harness.name != lightsout_core::api::HarnessName::SingleShot {
+            on_event(Event::Notice(format!(
+                "installing harness {}@{} into {} (once)",
+                variant.harness.name.as_str(),
+                variant.harness.version,
+                config.harness_root.display()
+            )));
+        }
+        if let Some(harness) =
+            crate::harness::install(&variant.harness, &config.harness_root).await.with_context(|| {
+                format!("installing harness {}@{}", variant.harness.name.as_str(), variant.harness.version)
+            })?
+        {
+            installed.insert(variant.id.clone(), harness);
+        }
+    }
+    if !installed.is_empty() {
+        for task in &tasks {
+            let tree = workspace::local_base_tree(&dataset_file, &task.task.repo);
+            if !tree.is_dir() {
+                bail!(
+                    "task {}: agentic harnesses review the repository itself, but its base tree is not at {} \
+                     (a local dataset keeps repos/<name>/ beside the dataset file)",
+                    task.task.id,
+                    tree.display()
+                );
+            }
+        }
+        if config.sandbox.is_none() {
+            on_event(Event::Notice("agentic harnesses run WITHOUT the network sandbox in this run".into()));
+        }
+    }
     for provider in &providers.scripted {
         let env = spec.providers[provider].api_key_env();
         on_event(Event::Notice(format!(
@@ -164,6 +218,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
             let truth = truth_by_task[loaded.task.id.as_str()];
             let (spent, budget_hit, state, store, layout, client, providers, panel, pricing) =
                 (&spent, &budget_hit, &state, &store, &layout, &client, &providers, &panel, &config.pricing);
+            let (installed, dataset_file, sandbox) = (&installed, &dataset_file, &config.sandbox);
             async move {
                 let mut final_result = state.final_result(&planned.id, max_attempts).cloned();
                 if final_result.is_none() {
@@ -193,12 +248,30 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                             trial_id: planned.id.clone(),
                             repeat: planned.repeat,
                             attempt,
-                            prompt: review_prompt(&variant.prompt, &loaded.task, spec.agent.context_config),
+                            prompt: if installed.contains_key(&variant.id) {
+                                agentic_review_prompt(&variant.prompt, &loaded.task, spec.agent.context_config)
+                            } else {
+                                review_prompt(&variant.prompt, &loaded.task, spec.agent.context_config)
+                            },
                             endpoint: providers.endpoints[&variant.model.provider].clone(),
                             timeout,
                             max_tokens: spec.budget.max_trial_tokens.map(|t| t.max(0) as u64),
                             max_usd: spec.budget.max_trial_usd,
                             scripted_model: providers.scripted.contains(&variant.model.provider),
+                            agent: installed.get(&variant.id).map(|harness| AgentSetup {
+                                installed: harness.clone(),
+                                base_tree: workspace::local_base_tree(dataset_file, &loaded.task.repo),
+                                scratch: std::env::temp_dir()
+                                    .join(format!("lightsout-{}-{}-{attempt}", layout.run, planned.id)),
+                                sandbox: sandbox.as_ref().map(|sandbox| SandboxLauncher {
+                                    program: sandbox.program.clone(),
+                                    leading_args: sandbox.leading_args.clone(),
+                                    // Ground truth and other trials' results stay out of sight.
+                                    hide: hidden_dirs(dataset_file, store.root()),
+                                }),
+                                max_turns: spec.agent.max_turns.map(|t| t.max(1) as u32),
+                                grace: Duration::from_secs(10),
+                            }),
                         };
                         let artifacts = match run_trial(&job, client, pricing, store).await {
                             Ok(artifacts) => artifacts,
@@ -500,4 +573,15 @@ async fn scan<S: ResultStore>(store: &S, layout: &RunLayout) -> anyhow::Result<S
         }
     }
     Ok(state)
+}
+
+/// The directories a sandboxed agent must not see: the dataset's (ground truth) and the results
+/// root (other trials' reviews and verdicts), as absolute paths.
+fn hidden_dirs(dataset_file: &Path, results_root: &Path) -> Vec<PathBuf> {
+    let absolute = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let dataset_dir = dataset_file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut dirs = vec![absolute(dataset_dir), absolute(results_root)];
+    dirs.sort();
+    dirs.dedup();
+    dirs
 }

@@ -66,6 +66,8 @@ fn config(yaml: &str, results: &Path) -> LocalRun {
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(5),
         },
+        harness_root: results.join("harnesses"),
+        sandbox: None,
     }
 }
 

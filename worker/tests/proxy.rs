@@ -33,6 +33,7 @@ async fn setup(
         max_tokens,
         max_usd: None,
         log_path: Some(dir.path().join("exchanges.jsonl")),
+        unix_socket: None,
     })
     .await
     .unwrap();

@@ -166,6 +166,26 @@ fn hunk_new_start(header: &str) -> Option<u64> {
     new.split(',').next()?.parse().ok()
 }
 
+/// The marker mini-swe-agent waits for to end a run.
+pub const SUBMIT_COMMAND: &str = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT";
+
+/// One step of the scripted tool-calling agent: look at the change, write the review to
+/// `review.md` (the same review the single-shot answer would give), then submit.
+/// Returns the assistant's text and the bash command to run.
+pub fn agentic_step(model: &str, effort: Option<Effort>, prompt: &str, step: u32) -> (String, String) {
+    match step {
+        0 => ("I'll look at the change under review first.".into(), "git status --short && git diff --stat".into()),
+        1 => {
+            let review = agent_answer(model, effort, prompt);
+            (
+                "I've read the change; writing my findings to review.md.".into(),
+                format!("cat > review.md <<'LIGHTSOUT_REVIEW'\n{review}\nLIGHTSOUT_REVIEW"),
+            )
+        }
+        _ => ("The review is written.".into(), SUBMIT_COMMAND.into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

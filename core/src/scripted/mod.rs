@@ -29,7 +29,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-pub use agent::{agent_answer, ReviewComment};
+pub use agent::{agent_answer, agentic_step, ReviewComment, SUBMIT_COMMAND};
 pub use judge::{answers_prose, judge_answer, JUDGE_SYSTEM_PREFIX, PROSE_ANSWER};
 pub use usage::{estimate_tokens, Effort};
 

@@ -28,6 +28,15 @@ pub(crate) fn parse_chat(body: &Value) -> Result<Exchange, String> {
     }
     let effort = request::effort(body.get("reasoning_effort"), "reasoning_effort")?;
     let mut exchange = Exchange::new(model, system, texts, effort);
+    exchange.bash_tool = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|tools| tools.iter().any(|t| t.pointer("/function/name").and_then(Value::as_str) == Some("bash")));
+    exchange.tool_calls_so_far = request::array(body, "messages")?
+        .iter()
+        .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
+        .map(|calls| calls.len() as u32)
+        .sum();
     exchange.stream = request::flag(body, "stream")?;
     exchange.include_usage = match body.get("stream_options") {
         None | Some(Value::Null) => false,
@@ -85,18 +94,31 @@ fn chat_usage(usage: &Usage) -> Value {
     })
 }
 
+/// The `tool_calls` of a message carrying the scripted agent's bash call.
+fn chat_tool_calls(completion: &Completion) -> Option<Value> {
+    completion.bash_call.as_ref().map(|(id, command)| {
+        json!([{
+            "id": id,
+            "type": "function",
+            "function": {"name": "bash", "arguments": json!({"command": command}).to_string()},
+        }])
+    })
+}
+
 pub(crate) fn render_chat(exchange: &Exchange, completion: &Completion, malformed_chunk: bool) -> Response {
+    let tool_calls = chat_tool_calls(completion);
+    let finish_reason = if tool_calls.is_some() { "tool_calls" } else { "stop" };
     if !exchange.stream {
+        let mut message = json!({"role": "assistant", "content": completion.text});
+        if let Some(calls) = &tool_calls {
+            message["tool_calls"] = calls.clone();
+        }
         return Json(json!({
             "id": completion.id,
             "object": "chat.completion",
             "created": CREATED,
             "model": exchange.model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": completion.text},
-                "finish_reason": "stop",
-            }],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
             "usage": chat_usage(&completion.usage),
         }))
         .into_response();
@@ -117,7 +139,20 @@ pub(crate) fn render_chat(exchange: &Exchange, completion: &Completion, malforme
     };
     let mut frames = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
     frames.extend(sse::deltas(&completion.text).into_iter().map(|d| chunk(json!({"content": d}), Value::Null)));
-    frames.push(chunk(json!({}), json!("stop")));
+    if let Some(Value::Array(calls)) = &tool_calls {
+        // One chunk with the whole call, index-tagged as upstream streams them.
+        let calls: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut c = c.clone();
+                c["index"] = json!(i);
+                c
+            })
+            .collect();
+        frames.push(chunk(json!({"tool_calls": calls}), Value::Null));
+    }
+    frames.push(chunk(json!({}), json!(finish_reason)));
     if exchange.include_usage {
         frames.push(sse::data(&json!({
             "id": completion.id,

@@ -19,6 +19,11 @@ pub(crate) struct Exchange {
     pub stream: bool,
     /// Whether a stream ends with a usage report (always, except opt-in for Chat Completions).
     pub include_usage: bool,
+    /// Whether the request offers a function tool named `bash` (tool-calling agents such as
+    /// mini-swe-agent): the scripted agent then works in steps through that tool.
+    pub bash_tool: bool,
+    /// Tool calls the assistant already made in this conversation: the step the agent is at.
+    pub tool_calls_so_far: u32,
 }
 
 impl Exchange {
@@ -30,7 +35,17 @@ impl Exchange {
             Some(system) if !system.is_empty() => format!("{system}\n{user}"),
             _ => user.clone(),
         };
-        Exchange { model, instructions, user, prompt, effort, stream: false, include_usage: false }
+        Exchange {
+            model,
+            instructions,
+            user,
+            prompt,
+            effort,
+            stream: false,
+            include_usage: false,
+            bash_tool: false,
+            tool_calls_so_far: 0,
+        }
     }
 }
 
@@ -40,6 +55,8 @@ pub(crate) struct Completion {
     /// Unique within the server instance (ids are per-response, not per-prompt, as upstream).
     pub id: String,
     pub text: String,
+    /// A call of the `bash` tool: (call id, command).
+    pub bash_call: Option<(String, String)>,
     pub usage: Usage,
 }
 

@@ -105,6 +105,7 @@ impl Shared {
 
     fn complete(&self, api: Api, exchange: &Exchange) -> (Role, Completion) {
         let role = Role::of(&exchange.instructions);
+        let mut bash_call = None;
         let text = match role {
             Role::Judge => {
                 // Judge blocks live in the user text; the system prompt may describe the tags.
@@ -114,12 +115,18 @@ impl Shared {
                     || lock(&self.judged).insert(judge::attempt_key(&exchange.model, prompt));
                 judge::judge_answer(&exchange.model, prompt, first)
             }
+            Role::Agent if exchange.bash_tool => {
+                let (text, command) =
+                    agent::agentic_step(&exchange.model, exchange.effort, &exchange.prompt, exchange.tool_calls_so_far);
+                bash_call = Some((format!("call_scripted_{}", self.next_id.load(Ordering::Relaxed)), command));
+                text
+            }
             Role::Agent => agent::agent_answer(&exchange.model, exchange.effort, &exchange.prompt),
         };
         let cache_hit = !lock(&self.cache).insert(hash_u64(&cache_prefix(&exchange.prompt)));
         let usage = Usage::new(&exchange.prompt, &text, exchange.effort, cache_hit);
         let id = format!("{}{:06}", api.id_prefix(), self.next_id.fetch_add(1, Ordering::Relaxed));
-        (role, Completion { id, text, usage })
+        (role, Completion { id, text, bash_call, usage })
     }
 }
 

@@ -1,16 +1,33 @@
-//! Agent harnesses. Each turns a prompt into a review, within the trial's time limit.
+//! Agent harnesses: installing each at its pinned version, and launching it on a trial.
+//!
+//! Every harness reaches models only through the trial's metering proxy: it is given the
+//! proxy's base URL and a per-trial dummy key, never a provider key. A harness that cannot be
+//! routed through the proxy is refused.
 
+mod mini_swe_agent;
 mod single_shot;
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use lightsout_core::api::{ApiKind, HarnessName, HarnessRef, ReasoningEffort};
 
 pub use single_shot::{SingleShot, VERSION as SINGLE_SHOT_VERSION};
 
-use lightsout_core::api::{HarnessName, HarnessRef};
+use crate::agent_process::LaunchSpec;
 
-/// Harnesses this build can run. The agentic harnesses (codex, claude-code, copilot-cli,
-/// mini-swe-agent) need the metering proxy and process isolation and are refused until then,
-/// so that no harness ever reaches a model except through the proxy.
+/// Harnesses this build can run through the proxy.
 pub fn is_available(name: HarnessName) -> bool {
-    matches!(name, HarnessName::SingleShot)
+    matches!(name, HarnessName::SingleShot | HarnessName::MiniSweAgent)
+}
+
+/// Why a harness cannot run here, for the error that refuses it.
+pub fn unavailable_reason(name: HarnessName) -> String {
+    format!(
+        "harness {} is not available in this build: its adapter (routing it through the metering proxy) is not written yet; \
+         available: single-shot, mini-swe-agent",
+        name.as_str()
+    )
 }
 
 /// Checks that this build can run the harness at the pinned version.
@@ -28,10 +45,123 @@ pub fn check(harness: &HarnessRef) -> Result<(), String> {
     Ok(())
 }
 
-/// Why a harness cannot run here, for the error that refuses it.
-pub fn unavailable_reason(name: HarnessName) -> String {
-    format!(
-        "harness {} is not available in this build: only single-shot runs until the worker's metering proxy and isolation land",
-        name.as_str()
-    )
+/// Where harnesses are installed: `$LIGHTSOUT_HARNESS_DIR`, else a cache directory the
+/// unprivileged agent user can read (not under root's home, which it cannot enter).
+pub fn default_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("LIGHTSOUT_HARNESS_DIR") {
+        return PathBuf::from(dir);
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from("/var/cache/lightsout/harnesses");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    home.join(".cache/lightsout/harnesses")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("installing failed: `{command}` exited with {status}: {stderr}")]
+    Command { command: String, status: String, stderr: String },
+}
+
+impl InstallError {
+    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError {
+        let path = path.display().to_string();
+        move |source| InstallError::Io { path, source }
+    }
+}
+
+async fn run_installer(program: impl AsRef<OsStr>, args: &[&OsStr]) -> Result<(), InstallError> {
+    let program = program.as_ref();
+    let command = format!(
+        "{} {}",
+        program.to_string_lossy(),
+        args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+    );
+    let output = tokio::process::Command::new(program).args(args).output().await.map_err(|e| {
+        InstallError::Command { command: command.clone(), status: "no start".into(), stderr: e.to_string() }
+    })?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: String =
+            stderr.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+        return Err(InstallError::Command { command, status: output.status.to_string(), stderr: tail });
+    }
+    Ok(())
+}
+
+/// An agentic harness installed at an exact version.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    pub harness: HarnessRef,
+    pub dir: PathBuf,
+}
+
+/// Installs the harness (once) under `root`. The built-in single-shot needs nothing.
+pub async fn install(harness: &HarnessRef, root: &Path) -> Result<Option<Installed>, InstallError> {
+    let dir = match harness.name {
+        HarnessName::MiniSweAgent => mini_swe_agent::install(root, &harness.version).await?,
+        _ => return Ok(None),
+    };
+    Ok(Some(Installed { harness: harness.clone(), dir }))
+}
+
+/// Whether the harness is already installed under `root` (the built-in one always is).
+pub fn install_dir_exists(harness: &HarnessRef, root: &Path) -> bool {
+    match harness.name {
+        HarnessName::MiniSweAgent => mini_swe_agent::install_dir(root, &harness.version).join(".installed").exists(),
+        _ => true,
+    }
+}
+
+/// What an agent is given for one trial.
+#[derive(Debug, Clone)]
+pub struct AgentContext {
+    pub model: String,
+    pub api_kind: ApiKind,
+    pub reasoning_effort: Option<ReasoningEffort>,
+    pub max_turns: Option<u32>,
+    /// The proxy as the agent reaches it.
+    pub proxy_base_url: String,
+    /// The trial's dummy key.
+    pub agent_key: String,
+    pub task_prompt: String,
+    /// The repository, with the change applied: the agent's working directory.
+    pub repo: PathBuf,
+    pub home: PathBuf,
+    /// Where the harness's own logs and session files go.
+    pub harness_log_dir: PathBuf,
+}
+
+impl AgentContext {
+    /// The environment every harness gets: a PATH, a HOME, a locale, and nothing else.
+    fn base_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("HOME".into(), self.home.display().to_string()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("TERM".into(), "dumb".into()),
+            ("NO_COLOR".into(), "1".into()),
+        ]
+    }
+}
+
+impl Installed {
+    pub fn launch(&self, ctx: &AgentContext) -> LaunchSpec {
+        match self.harness.name {
+            HarnessName::MiniSweAgent => mini_swe_agent::launch(&self.dir, ctx),
+            other => unreachable!("{} has no installed form", other.as_str()),
+        }
+    }
+
+    /// The version the harness reports about itself, recorded with the result.
+    pub async fn reported_version(&self) -> Option<String> {
+        match self.harness.name {
+            HarnessName::MiniSweAgent => mini_swe_agent::reported_version(&self.dir).await,
+            _ => None,
+        }
+    }
 }

@@ -50,6 +50,8 @@ pub struct ProxyConfig {
     pub max_usd: Option<f64>,
     /// Each exchange is appended here as it completes, so a killed worker keeps what it saw.
     pub log_path: Option<PathBuf>,
+    /// Also listen on this Unix socket: the way in from a sandboxed agent's network namespace.
+    pub unix_socket: Option<PathBuf>,
 }
 
 /// What a trial's model calls have cost so far.
@@ -170,13 +172,35 @@ impl MeteringProxy {
         });
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
+        let unix = match &shared.config.unix_socket {
+            Some(path) => {
+                let _ = std::fs::remove_file(path);
+                Some(tokio::net::UnixListener::bind(path)?)
+            }
+            None => None,
+        };
         let app = Router::new().fallback(forward).with_state(shared.clone());
         let (shutdown, stopped) = oneshot::channel::<()>();
+        let (unix_shutdown, unix_stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+            let tcp = axum::serve(listener, app.clone()).with_graceful_shutdown(async {
                 let _ = stopped.await;
+                let _ = unix_shutdown.send(());
             });
-            if let Err(e) = serve.await {
+            let unix = async move {
+                if let Some(unix) = unix {
+                    axum::serve(unix, app)
+                        .with_graceful_shutdown(async {
+                            let _ = unix_stopped.await;
+                        })
+                        .await
+                } else {
+                    Ok(())
+                }
+            };
+            let tcp = async move { tcp.await };
+            let (tcp, unix) = tokio::join!(tcp, unix);
+            if let Err(e) = tcp.and(unix) {
                 tracing::warn!(error = %e, "metering proxy stopped with an error");
             }
         });

@@ -1,0 +1,225 @@
+//! The local-mode sandbox an agent runs in (Linux, as root).
+//!
+//! The worker re-executes itself as `… sandbox --socket S --port P [--hide DIR]… -- PROGRAM ARGS`.
+//! That process:
+//! 1. enters a new network namespace, where only a loopback interface exists, and a new mount
+//!    namespace (private, so nothing leaks back to the host);
+//! 2. covers each `--hide` directory (the dataset, the results, the worker's spool) with an empty
+//!    tmpfs, so ground truth and other trials' results cannot be read;
+//! 3. brings loopback up and forwards `127.0.0.1:P` to the metering proxy's Unix socket `S` —
+//!    the one and only way out;
+//! 4. runs the agent as an unprivileged user, in the process group the worker created for the
+//!    sandbox (so the worker's time limit reaches it), and exits with the agent's status.
+//!
+//! The environment is the one the worker gave the sandbox (nothing of its own), passed on as is.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+use crate::agent_process::AgentUser;
+
+/// The sandbox's arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxArgs {
+    pub socket: PathBuf,
+    pub port: u16,
+    pub hide: Vec<PathBuf>,
+    pub user: Option<AgentUser>,
+    pub program: OsString,
+    pub args: Vec<OsString>,
+}
+
+impl SandboxArgs {
+    /// The command-line form, after the program that re-executes the worker.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut out: Vec<OsString> =
+            vec!["--socket".into(), self.socket.clone().into(), "--port".into(), self.port.to_string().into()];
+        for dir in &self.hide {
+            out.push("--hide".into());
+            out.push(dir.clone().into());
+        }
+        if let Some(user) = self.user {
+            out.push("--user".into());
+            out.push(format!("{}:{}", user.uid, user.gid).into());
+        }
+        out.push("--".into());
+        out.push(self.program.clone());
+        out.extend(self.args.iter().cloned());
+        out
+    }
+
+    pub fn parse(args: &[OsString]) -> Result<SandboxArgs, String> {
+        let mut socket = None;
+        let mut port = None;
+        let mut hide = Vec::new();
+        let mut user = None;
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            let mut value = || rest.next().cloned().ok_or_else(|| format!("{} needs a value", arg.to_string_lossy()));
+            match arg.to_str() {
+                Some("--socket") => socket = Some(PathBuf::from(value()?)),
+                Some("--port") => {
+                    port = Some(value()?.to_string_lossy().parse::<u16>().map_err(|e| format!("--port: {e}"))?)
+                }
+                Some("--hide") => hide.push(PathBuf::from(value()?)),
+                Some("--user") => {
+                    let text = value()?.to_string_lossy().into_owned();
+                    let (uid, gid) = text.split_once(':').ok_or("--user is uid:gid")?;
+                    user = Some(AgentUser {
+                        uid: uid.parse().map_err(|_| "--user: bad uid")?,
+                        gid: gid.parse().map_err(|_| "--user: bad gid")?,
+                    });
+                }
+                Some("--") => {
+                    let program = rest.next().cloned().ok_or("no program after --")?;
+                    return Ok(SandboxArgs {
+                        socket: socket.ok_or("--socket is required")?,
+                        port: port.ok_or("--port is required")?,
+                        hide,
+                        user,
+                        program,
+                        args: rest.cloned().collect(),
+                    });
+                }
+                _ => return Err(format!("unexpected sandbox argument {}", arg.to_string_lossy())),
+            }
+        }
+        Err("no -- PROGRAM".into())
+    }
+}
+
+/// The sandbox process's main: returns the exit code to exit with.
+pub fn run(args: &SandboxArgs) -> i32 {
+    match enter_and_run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("lightsout sandbox: {e}");
+            // 125, like `env` and container runtimes: the sandbox, not the agent, failed.
+            125
+        }
+    }
+}
+
+fn check(result: libc::c_int, what: &str) -> io::Result<()> {
+    if result != 0 {
+        let error = io::Error::last_os_error();
+        return Err(io::Error::new(error.kind(), format!("{what}: {error}")));
+    }
+    Ok(())
+}
+
+fn enter_and_run(args: &SandboxArgs) -> io::Result<i32> {
+    // SAFETY: unshare and mount are plain system calls on this (single-threaded, freshly
+    // executed) process; their arguments are valid C strings or null where allowed.
+    unsafe {
+        check(
+            libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS),
+            "entering new network and mount namespaces (needs root)",
+        )?;
+        let root = CString::new("/").expect("no NUL");
+        check(
+            libc::mount(
+                std::ptr::null(),
+                root.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ),
+            "making mounts private",
+        )?;
+        for dir in &args.hide {
+            let target = CString::new(dir.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
+            let fstype = CString::new("tmpfs").expect("no NUL");
+            let options = CString::new("mode=0755,size=1m").expect("no NUL");
+            check(
+                libc::mount(
+                    fstype.as_ptr(),
+                    target.as_ptr(),
+                    fstype.as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    options.as_ptr().cast(),
+                ),
+                &format!("hiding {}", dir.display()),
+            )?;
+        }
+    }
+    loopback_up()?;
+    let listener = TcpListener::bind(("127.0.0.1", args.port))?;
+    let socket = args.socket.clone();
+    std::thread::spawn(move || {
+        for connection in listener.incoming().flatten() {
+            let socket = socket.clone();
+            std::thread::spawn(move || forward(connection, &socket));
+        }
+    });
+
+    let mut command = std::process::Command::new(&args.program);
+    command.args(&args.args);
+    if let Some(user) = args.user {
+        // The standard library drops root's supplementary groups (setgroups) before it changes
+        // the uid, so the agent holds none of them.
+        command.uid(user.uid).gid(user.gid);
+    }
+    let status = command.status()?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// Copies bytes both ways between an agent's TCP connection and the proxy's Unix socket.
+fn forward(tcp: TcpStream, socket: &std::path::Path) {
+    let Ok(unix) = UnixStream::connect(socket) else { return };
+    let (Ok(mut tcp_read), Ok(mut unix_write)) = (tcp.try_clone(), unix.try_clone()) else { return };
+    let upstream = std::thread::spawn(move || {
+        let _ = io::copy(&mut tcp_read, &mut unix_write);
+        let _ = unix_write.shutdown(std::net::Shutdown::Write);
+    });
+    let (mut unix_read, mut tcp_write) = (unix, tcp);
+    let _ = io::copy(&mut unix_read, &mut tcp_write);
+    let _ = tcp_write.shutdown(std::net::Shutdown::Write);
+    let _ = upstream.join();
+}
+
+/// A new network namespace's loopback starts down.
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: an ifreq zeroed then named "lo"; SIOCGIFFLAGS/SIOCSIFFLAGS read and write its flags.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (i, byte) in b"lo".iter().enumerate() {
+            request.ifr_name[i] = *byte as libc::c_char;
+        }
+        let result = (|| {
+            check(libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut request), "reading loopback flags")?;
+            request.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            check(libc::ioctl(fd, libc::SIOCSIFFLAGS, &request), "bringing loopback up")
+        })();
+        libc::close(fd);
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_round_trip() {
+        let args = SandboxArgs {
+            socket: "/run/p.sock".into(),
+            port: 4000,
+            hide: vec!["/data".into(), "/results".into()],
+            user: Some(AgentUser { uid: 65534, gid: 65534 }),
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), "echo --hide".into()],
+        };
+        assert_eq!(SandboxArgs::parse(&args.to_args()).unwrap(), args);
+        assert!(SandboxArgs::parse(&["--port".into(), "x".into()]).is_err());
+    }
+}

@@ -1,0 +1,122 @@
+//! A real, pinned agent harness (mini-swe-agent from PyPI) reviewing sample tasks end to end:
+//! installed at its exact version, run in the task's repository behind the metering proxy —
+//! inside the network and filesystem sandbox when the tests run as root, as CI does — against
+//! the scripted model server; its review is parsed, its trajectory classified, its usage priced.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use lightsout_core::model::RetryPolicy;
+use lightsout_core::pricing::PricingTable;
+use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
+use lightsout_core::validate::parse_run;
+use lightsout_worker::local::{run_local, Event, LocalRun, SandboxCommand};
+use serde_json::Value;
+
+const MINI_SWE_AGENT: &str = "2.4.6";
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mini_swe_agent_reviews_through_the_proxy_in_the_sandbox() {
+    let server =
+        ScriptedServer::start(ScriptedConfig { expected_api_key: Some("real-key".into()), faults: Faults::default() })
+            .await
+            .unwrap();
+    let dataset =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl").canonicalize().unwrap();
+    let yaml = format!(
+        r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {{name: e2e}}
+spec:
+  dataset:
+    format: crbugbench
+    source: "file://{}"
+    filter: {{ids: [pyledger-001, tinyq-003]}}
+  agent: {{harness: {{name: mini-swe-agent, version: "{MINI_SWE_AGENT}"}}, timeout: 3m, maxTurns: 10}}
+  matrix: {{models: [{{name: gpt-5-mini, provider: p}}], reasoningEfforts: [high]}}
+  judges: {{panel: [{{name: claude-haiku-4-5, provider: p}}]}}
+  providers: {{p: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: E2E_KEY}}}}
+  storage: {{results: "file:///unused"}}
+  parallelism: 2
+  retries: 0
+"#,
+        dataset.display(),
+        server.base_url()
+    );
+    let results = tempfile::tempdir().unwrap();
+    let sandboxed = is_root();
+    let config = LocalRun {
+        run: parse_run(&yaml, "e2e.yaml").unwrap(),
+        results_uri: Some(format!("file://{}", results.path().display())),
+        pricing: PricingTable::default(),
+        env: Box::new(|name| (name == "E2E_KEY").then(|| "real-key".to_string())),
+        retry_delay: Duration::from_millis(10),
+        model_retry: RetryPolicy::default(),
+        harness_root: lightsout_worker::harness::default_root(),
+        sandbox: sandboxed.then(|| SandboxCommand {
+            program: env!("CARGO_BIN_EXE_lightsout-worker").into(),
+            leading_args: vec!["sandbox".into()],
+        }),
+    };
+    let events = Mutex::new(Vec::new());
+    let report = run_local(config, |e| events.lock().unwrap().push(e)).await.unwrap();
+    let events = events.into_inner().unwrap();
+    let v = &report.summary.variants[0];
+    let errors: Vec<String> = walk(results.path(), "result.json")
+        .iter()
+        .map(|f| serde_json::from_slice::<Value>(&std::fs::read(f).unwrap()).unwrap()["error"].to_string())
+        .collect();
+    assert_eq!(v.trials.ok, 2, "{:#?}\n{events:#?}\n{errors:#?}", v.trials);
+    assert_eq!(v.scored, 2);
+    assert!(v.agent_tokens.output_tokens > 0 && v.spend.agent_usd > 0.0, "usage metered and priced: {v:?}");
+    if !sandboxed {
+        assert!(events.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("WITHOUT the network sandbox"))));
+    }
+
+    // The provider saw only the real key; the harness only ever had the dummy one.
+    let requests = server.requests();
+    assert!(requests.iter().all(|r| r.api_key.as_deref() == Some("real-key")), "{requests:?}");
+    assert!(
+        requests.iter().filter(|r| r.role == Some(lightsout_core::scripted::Role::Agent)).count() >= 6,
+        "3 turns per trial"
+    );
+
+    for trial in walk(results.path(), "result.json") {
+        let dir = trial.parent().unwrap();
+        let result: Value = serde_json::from_slice(&std::fs::read(&trial).unwrap()).unwrap();
+        assert_eq!(result["outcome"], "ok", "{result}");
+        assert_eq!(result["harness_version_reported"], MINI_SWE_AGENT, "the version that actually ran");
+        assert_eq!(result["trajectory"]["turns"], 3, "{result}");
+        assert_eq!(result["trajectory"]["action_mix"]["write"], 1, "{result}");
+        assert!(result["findings"].as_u64().unwrap() >= 3, "{result}");
+        let review = std::fs::read_to_string(dir.join("review.md")).unwrap();
+        assert!(review.starts_with("# Review"), "{review}");
+        let exchanges = std::fs::read_to_string(dir.join("exchanges.jsonl")).unwrap();
+        assert_eq!(exchanges.lines().count(), 3);
+        assert!(!exchanges.contains("real-key"), "credentials are never recorded");
+        let trajectory = std::fs::read_to_string(dir.join("trajectory.jsonl")).unwrap();
+        assert!(trajectory.contains("\"action\":\"write\"") && trajectory.contains("review.md"), "{trajectory}");
+        assert!(dir.join("harness-mini-swe-agent-trajectory.json").exists(), "the harness's own log is kept");
+        assert!(dir.join("verdicts.json").exists());
+    }
+}
+
+fn walk(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path, name));
+        } else if path.file_name().is_some_and(|n| n == name) {
+            out.push(path);
+        }
+    }
+    out
+}
