@@ -169,9 +169,14 @@ fn hunk_new_start(header: &str) -> Option<u64> {
 /// The marker mini-swe-agent waits for to end a run.
 pub const SUBMIT_COMMAND: &str = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT";
 
+/// The steps of the scripted tool-calling agent before it submits: looking at the change, and
+/// writing the review.
+pub(crate) const WORK_STEPS: u32 = 2;
+
 /// One step of the scripted tool-calling agent: look at the change, write the review to
-/// `review.md` (the same review the single-shot answer would give), then submit.
-/// Returns the assistant's text and the bash command to run.
+/// `review.md` (the same review the single-shot answer would give), then submit (from step
+/// [`WORK_STEPS`] on). Returns the assistant's text and the bash command to run; an agent that
+/// ends its run with an answer instead (Codex) is given the text alone at the submit step.
 pub fn agentic_step(model: &str, effort: Option<Effort>, prompt: &str, step: u32) -> (String, String) {
     match step {
         0 => ("I'll look at the change under review first.".into(), "git status --short && git diff --stat".into()),

@@ -28,10 +28,7 @@ pub(crate) fn parse_chat(body: &Value) -> Result<Exchange, String> {
     }
     let effort = request::effort(body.get("reasoning_effort"), "reasoning_effort")?;
     let mut exchange = Exchange::new(model, system, texts, effort);
-    exchange.bash_tool = body
-        .get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|tools| tools.iter().any(|t| t.pointer("/function/name").and_then(Value::as_str) == Some("bash")));
+    exchange.shell_tool = request::shell_tool(body);
     exchange.tool_calls_so_far = request::array(body, "messages")?
         .iter()
         .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
@@ -56,9 +53,15 @@ pub(crate) fn parse_responses(body: &Value) -> Result<Exchange, String> {
         Some(_) => return Err("`instructions` must be a string".into()),
     };
     let mut texts = Vec::new();
+    let mut tool_calls_so_far = 0;
     match body.get("input") {
         Some(Value::String(text)) => texts.push(text.clone()),
         Some(Value::Array(items)) if !items.is_empty() => {
+            // The conversation so far, replayed by the client: its function calls are the steps
+            // the agent has taken.
+            tool_calls_so_far =
+                items.iter().filter(|item| item.get("type").and_then(Value::as_str) == Some("function_call")).count()
+                    as u32;
             for (i, item) in items.iter().enumerate() {
                 // Function-call outputs carry their text in `output`; messages in `content`.
                 let content = item.get("content").or_else(|| item.get("output"));
@@ -79,6 +82,8 @@ pub(crate) fn parse_responses(body: &Value) -> Result<Exchange, String> {
         Some(_) => return Err("`reasoning` must be an object".into()),
     };
     let mut exchange = Exchange::new(model, system, texts, effort);
+    exchange.shell_tool = request::shell_tool(body);
+    exchange.tool_calls_so_far = tool_calls_so_far;
     exchange.stream = request::flag(body, "stream")?;
     exchange.include_usage = true;
     Ok(exchange)
@@ -94,13 +99,13 @@ fn chat_usage(usage: &Usage) -> Value {
     })
 }
 
-/// The `tool_calls` of a message carrying the scripted agent's bash call.
+/// The `tool_calls` of a message carrying the scripted agent's shell call.
 fn chat_tool_calls(completion: &Completion) -> Option<Value> {
-    completion.bash_call.as_ref().map(|(id, command)| {
+    completion.tool_call.as_ref().map(|call| {
         json!([{
-            "id": id,
+            "id": call.id,
             "type": "function",
-            "function": {"name": "bash", "arguments": json!({"command": command}).to_string()},
+            "function": {"name": call.tool.name(), "arguments": call.tool.arguments(&call.command)},
         }])
     })
 }
@@ -171,17 +176,32 @@ fn message_id(completion: &Completion) -> String {
     format!("msg_{}", completion.id.trim_start_matches("resp_"))
 }
 
+/// The answer's output items, finished: the assistant's message, then its shell call if any.
+fn output_items(completion: &Completion) -> Vec<Value> {
+    let mut items = vec![json!({
+        "type": "message",
+        "id": message_id(completion),
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": completion.text, "annotations": []}],
+    })];
+    if let Some(call) = &completion.tool_call {
+        items.push(json!({
+            "type": "function_call",
+            "id": format!("fc_{}", completion.id.trim_start_matches("resp_")),
+            "status": "completed",
+            "call_id": call.id,
+            "name": call.tool.name(),
+            "arguments": call.tool.arguments(&call.command),
+        }));
+    }
+    items
+}
+
 /// The full Responses object; `done` selects the final shape over the in-progress one.
 fn response_object(exchange: &Exchange, completion: &Completion, done: bool) -> Value {
     let usage = &completion.usage;
     let (status, output, usage) = if done {
-        let message = json!({
-            "type": "message",
-            "id": message_id(completion),
-            "status": "completed",
-            "role": "assistant",
-            "content": [{"type": "output_text", "text": completion.text, "annotations": []}],
-        });
         let usage = json!({
             "input_tokens": usage.prompt,
             "output_tokens": usage.output(),
@@ -189,7 +209,7 @@ fn response_object(exchange: &Exchange, completion: &Completion, done: bool) -> 
             "input_tokens_details": {"cached_tokens": usage.cached},
             "output_tokens_details": {"reasoning_tokens": usage.reasoning},
         });
-        ("completed", json!([message]), usage)
+        ("completed", json!(output_items(completion)), usage)
     } else {
         ("in_progress", json!([]), Value::Null)
     };
@@ -204,37 +224,67 @@ fn response_object(exchange: &Exchange, completion: &Completion, done: bool) -> 
     })
 }
 
+/// A Responses stream as upstream sends it: `response.created`; for each output item
+/// `response.output_item.added`, its text or arguments in deltas, `response.output_item.done`;
+/// then `response.completed` with the whole response. Clients that act on the finished items
+/// (Codex) and clients that assemble the deltas both get the whole answer.
 pub(crate) fn render_responses(exchange: &Exchange, completion: &Completion, malformed_chunk: bool) -> Response {
     if !exchange.stream {
         return Json(response_object(exchange, completion, true)).into_response();
     }
     let mut sequence = 0u64;
-    let mut next = || {
+    let mut frames = Vec::new();
+    let mut push = |name: &str, mut payload: Value| {
+        payload["type"] = json!(name);
+        payload["sequence_number"] = json!(sequence);
         sequence += 1;
-        sequence - 1
+        frames.push(sse::event(name, &payload));
     };
-    let mut frames = vec![sse::event(
-        "response.created",
-        &json!({"type": "response.created", "sequence_number": next(), "response": response_object(exchange, completion, false)}),
-    )];
-    let item_id = message_id(completion);
-    for delta in sse::deltas(&completion.text) {
-        frames.push(sse::event(
-            "response.output_text.delta",
-            &json!({
-                "type": "response.output_text.delta",
-                "sequence_number": next(),
-                "item_id": item_id,
-                "output_index": 0,
-                "content_index": 0,
-                "delta": delta,
-            }),
-        ));
+    push("response.created", json!({"response": response_object(exchange, completion, false)}));
+    for (index, item) in output_items(completion).into_iter().enumerate() {
+        let item_id = item["id"].clone();
+        let mut added = item.clone();
+        added["status"] = json!("in_progress");
+        if item["type"] == "message" {
+            added["content"] = json!([]);
+            push("response.output_item.added", json!({"output_index": index, "item": added}));
+            let part = json!({"type": "output_text", "text": "", "annotations": []});
+            push(
+                "response.content_part.added",
+                json!({"item_id": item_id, "output_index": index, "content_index": 0, "part": part}),
+            );
+            for delta in sse::deltas(&completion.text) {
+                push(
+                    "response.output_text.delta",
+                    json!({"item_id": item_id, "output_index": index, "content_index": 0, "delta": delta}),
+                );
+            }
+            push(
+                "response.output_text.done",
+                json!({"item_id": item_id, "output_index": index, "content_index": 0, "text": completion.text}),
+            );
+            push(
+                "response.content_part.done",
+                json!({"item_id": item_id, "output_index": index, "content_index": 0, "part": item["content"][0]}),
+            );
+        } else {
+            added["arguments"] = json!("");
+            push("response.output_item.added", json!({"output_index": index, "item": added}));
+            let arguments = item["arguments"].as_str().unwrap_or_default();
+            for delta in sse::deltas(arguments) {
+                push(
+                    "response.function_call_arguments.delta",
+                    json!({"item_id": item_id, "output_index": index, "delta": delta}),
+                );
+            }
+            push(
+                "response.function_call_arguments.done",
+                json!({"item_id": item_id, "output_index": index, "arguments": arguments}),
+            );
+        }
+        push("response.output_item.done", json!({"output_index": index, "item": item}));
     }
-    frames.push(sse::event(
-        "response.completed",
-        &json!({"type": "response.completed", "sequence_number": next(), "response": response_object(exchange, completion, true)}),
-    ));
+    push("response.completed", json!({"response": response_object(exchange, completion, true)}));
     sse::response(frames, malformed_chunk)
 }
 

@@ -19,11 +19,64 @@ pub(crate) struct Exchange {
     pub stream: bool,
     /// Whether a stream ends with a usage report (always, except opt-in for Chat Completions).
     pub include_usage: bool,
-    /// Whether the request offers a function tool named `bash` (tool-calling agents such as
-    /// mini-swe-agent): the scripted agent then works in steps through that tool.
-    pub bash_tool: bool,
+    /// The shell tool the request offers, if any (tool-calling agents such as mini-swe-agent or
+    /// Codex): the scripted agent then works in steps through that tool.
+    pub shell_tool: Option<ShellTool>,
     /// Tool calls the assistant already made in this conversation: the step the agent is at.
     pub tool_calls_so_far: u32,
+}
+
+/// A shell tool a tool-calling agent offers the model, recognised by its function name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShellTool {
+    /// `bash` with `{"command": "…"}` (mini-swe-agent): the agent ends its run when the model
+    /// runs the submit command.
+    Bash,
+    /// `exec_command` with `{"cmd": "…"}` (Codex): the agent ends its run when the model answers
+    /// without calling a tool.
+    ExecCommand,
+}
+
+impl ShellTool {
+    fn from_name(name: &str) -> Option<ShellTool> {
+        match name {
+            "bash" => Some(ShellTool::Bash),
+            "exec_command" => Some(ShellTool::ExecCommand),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ShellTool::Bash => "bash",
+            ShellTool::ExecCommand => "exec_command",
+        }
+    }
+
+    /// The call's arguments, as the JSON text a model writes.
+    pub fn arguments(self, command: &str) -> String {
+        let key = match self {
+            ShellTool::Bash => "command",
+            ShellTool::ExecCommand => "cmd",
+        };
+        serde_json::json!({ key: command }).to_string()
+    }
+
+    /// Whether the run ends with an answer that calls no tool, rather than with the submit
+    /// command.
+    pub fn ends_with_answer(self) -> bool {
+        self == ShellTool::ExecCommand
+    }
+}
+
+/// The shell tool among a request's `tools`: a function named `bash` or `exec_command`, in
+/// Chat Completions' shape (`{"type": "function", "function": {"name"}}`) or Responses'
+/// (`{"type": "function", "name"}`).
+pub(crate) fn shell_tool(body: &Map<String, Value>) -> Option<ShellTool> {
+    body.get("tools")?.as_array()?.iter().find_map(|tool| {
+        let name = tool.pointer("/function/name").or_else(|| tool.get("name"))?.as_str()?;
+        ShellTool::from_name(name)
+    })
 }
 
 impl Exchange {
@@ -43,7 +96,7 @@ impl Exchange {
             effort,
             stream: false,
             include_usage: false,
-            bash_tool: false,
+            shell_tool: None,
             tool_calls_so_far: 0,
         }
     }
@@ -55,9 +108,17 @@ pub(crate) struct Completion {
     /// Unique within the server instance (ids are per-response, not per-prompt, as upstream).
     pub id: String,
     pub text: String,
-    /// A call of the `bash` tool: (call id, command).
-    pub bash_call: Option<(String, String)>,
+    /// A call of the request's shell tool.
+    pub tool_call: Option<ToolCall>,
     pub usage: Usage,
+}
+
+/// The scripted agent's call of a shell tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ToolCall {
+    pub id: String,
+    pub tool: ShellTool,
+    pub command: String,
 }
 
 /// The `created` timestamp every response reports: fixed, so responses are reproducible.

@@ -15,7 +15,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::det::hash_u64;
-use super::request::{Completion, Exchange};
+use super::request::{Completion, Exchange, ToolCall};
 use super::usage::{cache_prefix, Usage};
 use super::{agent, anthropic, judge, openai, Faults, RecordedRequest, Role, ScriptedConfig};
 
@@ -105,7 +105,7 @@ impl Shared {
 
     fn complete(&self, api: Api, exchange: &Exchange) -> (Role, Completion) {
         let role = Role::of(&exchange.instructions);
-        let mut bash_call = None;
+        let mut tool_call = None;
         let text = match role {
             Role::Judge => {
                 // Judge blocks live in the user text; the system prompt may describe the tags.
@@ -115,10 +115,15 @@ impl Shared {
                     || lock(&self.judged).insert(judge::attempt_key(&exchange.model, prompt));
                 judge::judge_answer(&exchange.model, prompt, first)
             }
-            Role::Agent if exchange.bash_tool => {
-                let (text, command) =
-                    agent::agentic_step(&exchange.model, exchange.effort, &exchange.prompt, exchange.tool_calls_so_far);
-                bash_call = Some((format!("call_scripted_{}", self.next_id.load(Ordering::Relaxed)), command));
+            Role::Agent if exchange.shell_tool.is_some() => {
+                let step = exchange.tool_calls_so_far;
+                let (text, command) = agent::agentic_step(&exchange.model, exchange.effort, &exchange.prompt, step);
+                let tool = exchange.shell_tool.filter(|tool| !(tool.ends_with_answer() && step >= agent::WORK_STEPS));
+                tool_call = tool.map(|tool| ToolCall {
+                    id: format!("call_scripted_{}", self.next_id.load(Ordering::Relaxed)),
+                    tool,
+                    command,
+                });
                 text
             }
             Role::Agent => agent::agent_answer(&exchange.model, exchange.effort, &exchange.prompt),
@@ -126,7 +131,7 @@ impl Shared {
         let cache_hit = !lock(&self.cache).insert(hash_u64(&cache_prefix(&exchange.prompt)));
         let usage = Usage::new(&exchange.prompt, &text, exchange.effort, cache_hit);
         let id = format!("{}{:06}", api.id_prefix(), self.next_id.fetch_add(1, Ordering::Relaxed));
-        (role, Completion { id, text, bash_call, usage })
+        (role, Completion { id, text, tool_call, usage })
     }
 }
 

@@ -168,6 +168,105 @@ async fn responses_non_streaming_and_streaming() {
     server.shutdown().await;
 }
 
+/// A request as Codex sends it: its instructions as the first `developer` message, its shell
+/// tool `exec_command`, and the conversation so far replayed in `input`, `steps` shell calls in.
+fn codex_body(steps: u32) -> Value {
+    let mut input = vec![
+        json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are a coding agent running in the Codex CLI."}]}),
+        json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": agent_prompt()}]}),
+    ];
+    for step in 0..steps {
+        input.push(json!({"type": "function_call", "call_id": format!("call_{step}"), "name": "exec_command", "arguments": "{\"cmd\":\"true\"}"}));
+        input.push(json!({"type": "function_call_output", "call_id": format!("call_{step}"), "output": "Process exited with code 0"}));
+    }
+    json!({
+        "model": "gpt-test",
+        "input": input,
+        "tools": [
+            {"type": "function", "name": "exec_command", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}},
+            {"type": "function", "name": "write_stdin", "parameters": {"type": "object"}},
+        ],
+        "tool_choice": "auto",
+        "reasoning": {"effort": "high", "summary": "auto"},
+        "store": false,
+        "stream": true,
+    })
+}
+
+/// The finished output items of a Responses stream, from its `response.output_item.done` events
+/// (what Codex acts on), checked against the same items in `response.completed`.
+fn finished_items(frames: &[sse::Frame]) -> Vec<Value> {
+    let payloads: Vec<Value> = frames.iter().map(json_of).collect();
+    for (frame, payload) in frames.iter().zip(&payloads) {
+        assert_eq!(frame.event.as_deref(), payload["type"].as_str());
+    }
+    let sequence: Vec<u64> = payloads.iter().map(|p| p["sequence_number"].as_u64().expect("sequence number")).collect();
+    assert_eq!(sequence, (0..payloads.len() as u64).collect::<Vec<_>>());
+    let items: Vec<Value> =
+        payloads.iter().filter(|p| p["type"] == "response.output_item.done").map(|p| p["item"].clone()).collect();
+    let completed = payloads.last().expect("completed");
+    assert_eq!(completed["type"], "response.completed");
+    assert_eq!(completed["response"]["output"], json!(items));
+    items
+}
+
+#[tokio::test]
+async fn codex_is_driven_through_exec_command_and_ends_with_an_answer() {
+    let server = start(ScriptedConfig::default()).await;
+    let mut commands = Vec::new();
+    for step in 0..3 {
+        let items = finished_items(&post_sse(&server, "/responses", &codex_body(step)).await);
+        assert_eq!(items[0]["type"], "message", "step {step}");
+        let calls: Vec<&Value> = items.iter().filter(|i| i["type"] == "function_call").collect();
+        if step < 2 {
+            assert_eq!(calls.len(), 1, "step {step}: {items:?}");
+            assert_eq!(calls[0]["name"], "exec_command");
+            assert!(calls[0]["call_id"].as_str().is_some_and(|id| !id.is_empty()));
+            let arguments: Value = serde_json::from_str(calls[0]["arguments"].as_str().expect("arguments")).unwrap();
+            commands.push(arguments["cmd"].as_str().expect("cmd").to_string());
+        } else {
+            assert!(calls.is_empty(), "the last step only answers, which ends `codex exec`: {items:?}");
+        }
+    }
+    assert_eq!(commands[0], agentic_step("gpt-test", Some(Effort::High), "", 0).1);
+    let review = agent_answer("gpt-test", Some(Effort::High), &agent_prompt());
+    assert!(commands[1].starts_with("cat > review.md <<'LIGHTSOUT_REVIEW'\n"), "{}", commands[1]);
+    assert!(commands[1].contains(&review), "{}", commands[1]);
+    assert!(server.requests().iter().all(|r| r.role == Some(Role::Agent) && r.stream));
+
+    // The same steps without streaming.
+    let mut body = codex_body(1);
+    body["stream"] = json!(false);
+    let response = post_json(&server, "/responses", &body).await;
+    assert_eq!(response["output"][1]["type"], "function_call");
+    assert!(response["output"][1]["arguments"].as_str().is_some_and(|a| a.contains("review.md")));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn mini_swe_agent_is_driven_through_bash_and_submits() {
+    let server = start(ScriptedConfig::default()).await;
+    let mut body = chat_body(REVIEWER_SYSTEM, &agent_prompt());
+    body["tools"] = json!([{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]);
+    for step in 0..3 {
+        let answer = post_json(&server, "/chat/completions", &body).await;
+        let choice = &answer["choices"][0];
+        assert_eq!(choice["finish_reason"], "tool_calls");
+        let call = &choice["message"]["tool_calls"][0];
+        assert_eq!(call["function"]["name"], "bash");
+        let arguments: Value =
+            serde_json::from_str(call["function"]["arguments"].as_str().expect("arguments")).unwrap();
+        let command = arguments["command"].as_str().expect("command");
+        if step == 2 {
+            assert_eq!(command, SUBMIT_COMMAND, "mini-swe-agent still submits with its marker");
+        }
+        let messages = body["messages"].as_array_mut().expect("messages");
+        messages.push(choice["message"].clone());
+        messages.push(json!({"role": "tool", "tool_call_id": call["id"], "content": "ok"}));
+    }
+    server.shutdown().await;
+}
+
 fn messages_body(system: &str, user: &str, stream: bool) -> Value {
     json!({
         "model": "claude-test",

@@ -4,6 +4,7 @@
 //! proxy's base URL and a per-trial dummy key, never a provider key. A harness that cannot be
 //! routed through the proxy is refused.
 
+mod codex;
 mod mini_swe_agent;
 mod single_shot;
 
@@ -18,14 +19,14 @@ use crate::agent_process::LaunchSpec;
 
 /// Harnesses this build can run through the proxy.
 pub fn is_available(name: HarnessName) -> bool {
-    matches!(name, HarnessName::SingleShot | HarnessName::MiniSweAgent)
+    matches!(name, HarnessName::SingleShot | HarnessName::MiniSweAgent | HarnessName::Codex)
 }
 
 /// Why a harness cannot run here, for the error that refuses it.
 pub fn unavailable_reason(name: HarnessName) -> String {
     format!(
         "harness {} is not available in this build: its adapter (routing it through the metering proxy) is not written yet; \
-         available: single-shot, mini-swe-agent",
+         available: single-shot, mini-swe-agent, codex",
         name.as_str()
     )
 }
@@ -104,6 +105,7 @@ pub struct Installed {
 pub async fn install(harness: &HarnessRef, root: &Path) -> Result<Option<Installed>, InstallError> {
     let dir = match harness.name {
         HarnessName::MiniSweAgent => mini_swe_agent::install(root, &harness.version).await?,
+        HarnessName::Codex => codex::install(root, &harness.version).await?,
         _ => return Ok(None),
     };
     Ok(Some(Installed { harness: harness.clone(), dir }))
@@ -113,6 +115,7 @@ pub async fn install(harness: &HarnessRef, root: &Path) -> Result<Option<Install
 pub fn install_dir_exists(harness: &HarnessRef, root: &Path) -> bool {
     match harness.name {
         HarnessName::MiniSweAgent => mini_swe_agent::install_dir(root, &harness.version).join(".installed").exists(),
+        HarnessName::Codex => codex::install_dir(root, &harness.version).join(".installed").exists(),
         _ => true,
     }
 }
@@ -153,6 +156,7 @@ impl Installed {
     pub fn launch(&self, ctx: &AgentContext) -> LaunchSpec {
         match self.harness.name {
             HarnessName::MiniSweAgent => mini_swe_agent::launch(&self.dir, ctx),
+            HarnessName::Codex => codex::launch(&self.dir, ctx),
             other => unreachable!("{} has no installed form", other.as_str()),
         }
     }
@@ -161,6 +165,7 @@ impl Installed {
     pub async fn reported_version(&self) -> Option<String> {
         match self.harness.name {
             HarnessName::MiniSweAgent => mini_swe_agent::reported_version(&self.dir).await,
+            HarnessName::Codex => codex::reported_version(&self.dir).await,
             _ => None,
         }
     }
