@@ -60,9 +60,11 @@ fn a_dataset_with_no_valid_task_is_an_error_naming_its_lines() {
 
 #[test]
 fn an_unavailable_harness_is_refused_before_anything_runs() {
-    let err =
-        refused(&quickstart_with(&[("name: single-shot, version: \"1.0.0\"", "name: codex, version: \"0.63.0\"")]));
-    assert!(err.contains("harness codex is not available"), "{err}");
+    let err = refused(&quickstart_with(&[(
+        "name: single-shot, version: \"1.0.0\"",
+        "name: copilot-cli, version: \"1.0.102\"",
+    )]));
+    assert!(err.contains("harness copilot-cli is not available"), "{err}");
 }
 
 #[test]

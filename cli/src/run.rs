@@ -61,6 +61,7 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
         model_retry: RetryPolicy::default(),
         harness_root: lightsout_worker::harness::default_root(),
         sandbox: sandbox_command(),
+        upload_deadline: Duration::from_secs(600),
     };
     let bar = ProgressBar::hidden();
     bar.set_style(

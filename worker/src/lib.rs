@@ -7,4 +7,5 @@ pub mod harness;
 pub mod local;
 pub mod proxy;
 pub mod sandbox;
+pub mod store;
 pub mod trial;

@@ -21,15 +21,18 @@ use lightsout_core::model::{Endpoint, ModelClient, RetryPolicy};
 use lightsout_core::plan;
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::prompts::{agentic_review_prompt, review_prompt};
-use lightsout_core::results::{LocalStore, ResultStore, RunLayout};
+use lightsout_core::results::{ResultStore, RunLayout};
 use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
 use lightsout_core::summary::{self, DatasetSummary, RunIdentity, RunSummary, TrialRecord, SUMMARY_SCHEMA};
 use lightsout_core::trial::{Outcome, TrialResult};
 use lightsout_core::validate::spec_hash;
 use lightsout_core::workspace;
+use lightsout_s3::S3Credentials;
 use serde::{Deserialize, Serialize};
 
 use crate::harness::Installed;
+use crate::store::Results;
+use crate::trial::spool_root;
 use crate::trial::{run_trial, AgentSetup, SandboxLauncher, TrialJob};
 
 /// Looks up an environment variable.
@@ -52,6 +55,9 @@ pub struct LocalRun {
     /// How to start the sandbox agentic harnesses run in; `None` runs them unsandboxed (tests of
     /// the harness alone; never the CLI's choice on Linux as root).
     pub sandbox: Option<SandboxCommand>,
+    /// How long an attempt keeps retrying to store its artifacts before it ends as an
+    /// infrastructure failure.
+    pub upload_deadline: Duration,
 }
 
 /// The program and leading arguments that start the sandbox entry point of this build.
@@ -126,9 +132,12 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
             .map_err(|e| anyhow::anyhow!("spec.matrix: variant {}: {e}", variant.name))?;
     }
     let results_uri = config.results_uri.clone().unwrap_or_else(|| spec.storage.results.clone());
-    let Some(store) = LocalStore::from_uri(&results_uri) else {
-        bail!("results {results_uri}: only file:// results are supported by `lightsout run` in this build; s3:// arrives with the worker's S3 store")
+    let credentials = match (config.env)("AWS_ACCESS_KEY_ID").zip((config.env)("AWS_SECRET_ACCESS_KEY")) {
+        Some((id, secret)) => Some(S3Credentials::new(id, secret)),
+        None => None,
     };
+    let store = Results::open(&results_uri, spec.storage.s3.as_ref(), credentials)
+        .with_context(|| format!("spec.storage.results: {results_uri}"))?;
     let timeout =
         lightsout_core::duration::parse(&spec.agent.timeout).map_err(|e| anyhow::anyhow!("spec.agent.timeout: {e}"))?;
     let providers = Providers::resolve(run, &config.env).await?;
@@ -267,13 +276,13 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                                     program: sandbox.program.clone(),
                                     leading_args: sandbox.leading_args.clone(),
                                     // Ground truth and other trials' results stay out of sight.
-                                    hide: hidden_dirs(dataset_file, store.root()),
+                                    hide: hidden_dirs(dataset_file, store.local_root()),
                                 }),
                                 max_turns: spec.agent.max_turns.map(|t| t.max(1) as u32),
                                 grace: Duration::from_secs(10),
                             }),
                         };
-                        let artifacts = match run_trial(&job, client, pricing, store).await {
+                        let artifacts = match run_trial(&job, client, pricing, store, config.upload_deadline).await {
                             Ok(artifacts) => artifacts,
                             Err(e) => {
                                 // The store itself failed: leave the trial unfinished for the next run.
@@ -577,10 +586,11 @@ async fn scan<S: ResultStore>(store: &S, layout: &RunLayout) -> anyhow::Result<S
 
 /// The directories a sandboxed agent must not see: the dataset's (ground truth) and the results
 /// root (other trials' reviews and verdicts), as absolute paths.
-fn hidden_dirs(dataset_file: &Path, results_root: &Path) -> Vec<PathBuf> {
+fn hidden_dirs(dataset_file: &Path, results_root: Option<&Path>) -> Vec<PathBuf> {
     let absolute = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let dataset_dir = dataset_file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut dirs = vec![absolute(dataset_dir), absolute(results_root)];
+    let mut dirs = vec![absolute(dataset_dir), spool_root()];
+    dirs.extend(results_root.map(absolute));
     dirs.sort();
     dirs.dedup();
     dirs

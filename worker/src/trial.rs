@@ -15,6 +15,7 @@ use lightsout_core::plan::Variant;
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::results::{ResultStore, RunLayout};
 use lightsout_core::trial::{Outcome, TrajectorySummary, TrialResult, RESULT_SCHEMA};
+use lightsout_s3::{Artifact, Uploader};
 
 use crate::agent_process::{self, AgentExit, AgentUser, Limits};
 use crate::harness::{AgentContext, Installed, SingleShot, SINGLE_SHOT_VERSION};
@@ -67,6 +68,32 @@ pub struct SandboxLauncher {
     pub hide: Vec<PathBuf>,
 }
 
+/// Where attempts spool their artifacts before they are confirmed stored.
+pub fn spool_root() -> PathBuf {
+    std::env::temp_dir().join("lightsout-spool")
+}
+
+/// Stores an attempt's artifacts through a spool, `result.json` last and only once everything
+/// else is confirmed: its presence means the set is complete. Keys are deterministic, so an
+/// attempt redone after an interruption replaces its artifacts and never duplicates them. If the
+/// store stays down past the deadline, the error ends the attempt as an infrastructure failure.
+async fn publish<S: ResultStore + Clone>(
+    store: &S,
+    run: &str,
+    trial: &str,
+    attempt: u32,
+    artifacts: Vec<Artifact>,
+    deadline: Duration,
+) -> std::io::Result<()> {
+    let spool = spool_root().join(run).join(trial).join(format!("attempt-{attempt}"));
+    // A spool left by an interrupted process belongs to an attempt that is being redone now.
+    let _ = tokio::fs::remove_dir_all(&spool).await;
+    let uploader = Uploader::new(store.clone(), &spool)
+        .with_deadline(deadline)
+        .with_backoff(Duration::from_millis(200), Duration::from_secs(10));
+    uploader.upload(artifacts).await.map(|_| ()).map_err(std::io::Error::from)
+}
+
 /// What an attempt produced besides its result record.
 #[derive(Debug, Clone)]
 pub struct TrialArtifacts {
@@ -76,23 +103,24 @@ pub struct TrialArtifacts {
 
 /// Runs one attempt and stores its artifacts; `result.json` is written last, so its presence
 /// means the attempt finished and everything it refers to is stored.
-pub async fn run_trial<S: ResultStore>(
+pub async fn run_trial<S: ResultStore + Clone>(
     job: &TrialJob,
     client: &ModelClient,
     pricing: &PricingTable,
     store: &S,
+    upload_deadline: Duration,
 ) -> std::io::Result<TrialArtifacts> {
     let layout = RunLayout::new(&job.run);
     let key = |name: &str| layout.artifact(&job.variant.id, &job.trial_id, job.attempt, name);
-    store.put(&key("prompt.txt"), job.prompt.as_bytes()).await?;
+    let mut artifacts = vec![Artifact::new(key("prompt.txt"), job.prompt.as_bytes().to_vec())];
 
     let started_at = chrono::Utc::now();
     let clock = Instant::now();
     let attempt = run_agent(job, client, pricing).await;
     let duration_ms = clock.elapsed().as_millis() as u64;
     let (attempt, extra_artifacts, harness_version, trajectory) = attempt;
-    for (name, bytes) in &extra_artifacts {
-        store.put(&key(name), bytes).await?;
+    for (name, bytes) in extra_artifacts {
+        artifacts.push(Artifact::new(key(&name), bytes));
     }
 
     let (mut outcome, mut error, review, usage, model_calls) = match attempt {
@@ -116,10 +144,10 @@ pub async fn run_trial<S: ResultStore>(
 
     let parsed = review.as_deref().filter(|_| outcome == Outcome::Ok).map(parse_review);
     if let Some(text) = &review {
-        store.put(&key("review.md"), text.as_bytes()).await?;
+        artifacts.push(Artifact::new(key("review.md"), text.as_bytes().to_vec()));
     }
     if let Some(parsed) = &parsed {
-        store.put(&key("findings.json"), &serde_json::to_vec_pretty(parsed)?).await?;
+        artifacts.push(Artifact::new(key("findings.json"), serde_json::to_vec_pretty(parsed)?));
     }
     let result = TrialResult {
         schema: RESULT_SCHEMA.to_string(),
@@ -149,7 +177,8 @@ pub async fn run_trial<S: ResultStore>(
         scripted_model: job.scripted_model,
         trajectory,
     };
-    store.put(&key("result.json"), &serde_json::to_vec_pretty(&result)?).await?;
+    artifacts.push(Artifact::new(key("result.json"), serde_json::to_vec_pretty(&result)?));
+    publish(store, &job.run, &job.trial_id, job.attempt, artifacts, upload_deadline).await?;
     Ok(TrialArtifacts { result, review })
 }
 

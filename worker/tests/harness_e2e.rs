@@ -64,6 +64,7 @@ spec:
             program: env!("CARGO_BIN_EXE_lightsout-worker").into(),
             leading_args: vec!["sandbox".into()],
         }),
+        upload_deadline: Duration::from_secs(30),
     };
     let events = Mutex::new(Vec::new());
     let report = run_local(config, |e| events.lock().unwrap().push(e)).await.unwrap();

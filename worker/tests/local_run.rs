@@ -68,6 +68,7 @@ fn config(yaml: &str, results: &Path) -> LocalRun {
         },
         harness_root: results.join("harnesses"),
         sandbox: None,
+        upload_deadline: Duration::from_secs(5),
     }
 }
 

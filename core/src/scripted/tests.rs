@@ -171,19 +171,23 @@ async fn responses_non_streaming_and_streaming() {
 /// A request as Codex sends it: its instructions as the first `developer` message, its shell
 /// tool `exec_command`, and the conversation so far replayed in `input`, `steps` shell calls in.
 fn codex_body(steps: u32) -> Value {
+    let text = |text: &str| json!([{"type": "input_text", "text": text}]);
     let mut input = vec![
-        json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are a coding agent running in the Codex CLI."}]}),
-        json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": agent_prompt()}]}),
+        json!({"type": "message", "role": "developer", "content": text("You are a coding agent in the Codex CLI.")}),
+        json!({"type": "message", "role": "user", "content": text(&agent_prompt())}),
     ];
     for step in 0..steps {
-        input.push(json!({"type": "function_call", "call_id": format!("call_{step}"), "name": "exec_command", "arguments": "{\"cmd\":\"true\"}"}));
-        input.push(json!({"type": "function_call_output", "call_id": format!("call_{step}"), "output": "Process exited with code 0"}));
+        let id = format!("call_{step}");
+        let arguments = json!({"cmd": "true"}).to_string();
+        input.push(json!({"type": "function_call", "call_id": id, "name": "exec_command", "arguments": arguments}));
+        input.push(json!({"type": "function_call_output", "call_id": id, "output": "Process exited with code 0"}));
     }
+    let exec_command = json!({"type": "object", "properties": {"cmd": {"type": "string"}}});
     json!({
         "model": "gpt-test",
         "input": input,
         "tools": [
-            {"type": "function", "name": "exec_command", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}},
+            {"type": "function", "name": "exec_command", "parameters": exec_command},
             {"type": "function", "name": "write_stdin", "parameters": {"type": "object"}},
         ],
         "tool_choice": "auto",

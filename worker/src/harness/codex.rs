@@ -130,14 +130,17 @@ fn toml_string(value: &str) -> String {
 
 /// The configuration, as `-c` overrides (see the module documentation for why each is set).
 fn overrides(ctx: &AgentContext) -> Vec<String> {
+    let provider = [
+        ("name", toml_string("Lightsout metering proxy")),
+        ("base_url", toml_string(&ctx.proxy_base_url)),
+        ("env_key", toml_string(KEY_VAR)),
+        ("wire_api", toml_string("responses")),
+        ("supports_websockets", "false".to_string()),
+    ];
+    let provider: Vec<String> = provider.iter().map(|(key, value)| format!("{key}={value}")).collect();
     let mut config = vec![
         format!("model_provider={}", toml_string(PROVIDER)),
-        format!(
-            "model_providers.{PROVIDER}={{name={}, base_url={}, env_key={}, wire_api=\"responses\", supports_websockets=false}}",
-            toml_string("Lightsout metering proxy"),
-            toml_string(&ctx.proxy_base_url),
-            toml_string(KEY_VAR),
-        ),
+        format!("model_providers.{PROVIDER}={{{}}}", provider.join(", ")),
         "check_for_update_on_startup=false".into(),
         "web_search=\"disabled\"".into(),
         "features.plugins=false".into(),
@@ -243,12 +246,19 @@ mod tests {
         let args: Vec<String> = spec.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(spec.program, Path::new("/bin/sh"));
         assert_eq!(args[4], binary(dir).display().to_string());
-        assert!(args[4].ends_with("node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"));
+        if cfg!(target_arch = "x86_64") {
+            assert!(
+                args[4].ends_with("node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
+            );
+        }
         assert_eq!(&args[5..7], ["exec", "--json"]);
         assert_eq!(args.last().map(String::as_str), Some("-"));
         assert!(args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_string()));
         let provider = args.iter().find(|a| a.starts_with("model_providers.lightsout=")).unwrap();
-        assert!(provider.contains("base_url=\"http://127.0.0.1:4000/v1\"") && provider.contains("env_key=\"LIGHTSOUT_AGENT_KEY\""));
+        assert!(
+            provider.contains("base_url=\"http://127.0.0.1:4000/v1\"")
+                && provider.contains("env_key=\"LIGHTSOUT_AGENT_KEY\"")
+        );
         for off in ["check_for_update_on_startup=false", "features.plugins=false", "web_search=\"disabled\""] {
             assert!(args.iter().any(|a| a == off), "{off}");
         }
