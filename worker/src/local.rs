@@ -132,10 +132,9 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
             .map_err(|e| anyhow::anyhow!("spec.matrix: variant {}: {e}", variant.name))?;
     }
     let results_uri = config.results_uri.clone().unwrap_or_else(|| spec.storage.results.clone());
-    let credentials = match (config.env)("AWS_ACCESS_KEY_ID").zip((config.env)("AWS_SECRET_ACCESS_KEY")) {
-        Some((id, secret)) => Some(S3Credentials::new(id, secret)),
-        None => None,
-    };
+    let credentials = (config.env)("AWS_ACCESS_KEY_ID")
+        .zip((config.env)("AWS_SECRET_ACCESS_KEY"))
+        .map(|(id, secret)| S3Credentials::new(id, secret));
     let store = Results::open(&results_uri, spec.storage.s3.as_ref(), credentials)
         .with_context(|| format!("spec.storage.results: {results_uri}"))?;
     let timeout =
