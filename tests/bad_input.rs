@@ -119,3 +119,10 @@ fn validate_shows_the_plan_without_running() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(out.contains("4 variants × 10 tasks × 1 repeats = 40 trials"), "{out}");
 }
+
+#[test]
+fn codex_needs_a_responses_provider() {
+    let err =
+        refused(&quickstart_with(&[("name: single-shot, version: \"1.0.0\"", "name: codex, version: \"0.171.0\"")]));
+    assert!(err.contains("speaks only the OpenAI Responses API"), "{err}");
+}

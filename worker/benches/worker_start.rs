@@ -186,6 +186,42 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// One git command as `workspace` runs it (same options and environment); its duration.
+fn git_timed(dir: &Path, args: &[&str], date: Option<&str>, stdin: Option<&[u8]>) -> Duration {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let started = Instant::now();
+    let mut command = Command::new("git");
+    command
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "commit.gpgsign=false", "-c", "core.autocrlf=false", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .envs([
+            ("GIT_AUTHOR_NAME", "Lightsout Sample"),
+            ("GIT_AUTHOR_EMAIL", "sample@lightsout.dev"),
+            ("GIT_COMMITTER_NAME", "Lightsout Sample"),
+            ("GIT_COMMITTER_EMAIL", "sample@lightsout.dev"),
+        ]);
+    if let Some(date) = date {
+        command.env("GIT_AUTHOR_DATE", date).env("GIT_COMMITTER_DATE", date);
+    }
+    let mut child = command
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("git starts");
+    if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(bytes).unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    started.elapsed()
+}
+
 fn count_files(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .map(|entries| entries.flatten().map(|e| if e.path().is_dir() { count_files(&e.path()) } else { 1 }).sum())
@@ -321,15 +357,41 @@ fn main() {
         assert!(status.success());
         bare_git.push(started.elapsed());
     }
+    // Each git command of `prepare`, as it runs them, and `git init` without its template
+    // directory (the sample hooks it copies), for comparison.
+    const GIT_STEPS: [&str; 6] =
+        ["git init", "git add -A", "git commit", "git rev-parse HEAD", "git apply", "git init --template= (compare)"];
+    let mut git_steps: Vec<[Duration; 6]> = Vec::new();
+    for i in 0..iterations {
+        let repo = dir.path().join(format!("git-{i}"));
+        copy_tree(&base_tree, &repo);
+        let mut row = [Duration::ZERO; 6];
+        row[0] = git_timed(&repo, &["init", "-q"], None, None);
+        row[1] = git_timed(&repo, &["add", "-A"], None, None);
+        row[2] = git_timed(&repo, &["commit", "-q", "-m", "base"], Some("2026-01-01T00:00:00Z"), None);
+        row[3] = git_timed(&repo, &["rev-parse", "HEAD"], None, None);
+        row[4] = git_timed(&repo, &["apply", "--whitespace=nowarn", "-"], None, Some(task.diff.as_bytes()));
+        let bare = dir.path().join(format!("git-bare-{i}"));
+        std::fs::create_dir_all(&bare).unwrap();
+        row[5] = git_timed(&bare, &["init", "-q", "--template="], None, None);
+        let _ = std::fs::remove_dir_all(&repo);
+        let _ = std::fs::remove_dir_all(&bare);
+        git_steps.push(row);
+    }
+
     println!("2. inside workspace::prepare ({iterations} iterations each)");
-    println!("   part                                              p50          p95");
+    println!("   part                                                         p50          p95");
     for (name, column) in [
         ("copy of the base tree (no git)", &copy),
         ("materialise_base (copy + git init/add/commit/rev-parse)", &materialise),
         ("apply_change (git apply)", &apply),
         ("one bare git process (git --version)", &bare_git),
     ] {
-        println!("   {name:<49} {}  {}", ms(quantile(column, 0.5)), ms(quantile(column, 0.95)));
+        println!("   {name:<56} {}  {}", ms(quantile(column, 0.5)), ms(quantile(column, 0.95)));
+    }
+    for (i, name) in GIT_STEPS.iter().enumerate() {
+        let column: Vec<Duration> = git_steps.iter().map(|r| r[i]).collect();
+        println!("   {name:<56} {}  {}", ms(quantile(&column, 0.5)), ms(quantile(&column, 0.95)));
     }
     let git_share = (quantile(&materialise, 0.5) + quantile(&apply, 0.5)).saturating_sub(quantile(&copy, 0.5));
     println!(

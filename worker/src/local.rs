@@ -140,6 +140,11 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     let timeout =
         lightsout_core::duration::parse(&spec.agent.timeout).map_err(|e| anyhow::anyhow!("spec.agent.timeout: {e}"))?;
     let providers = Providers::resolve(run, &config.env).await?;
+    for variant in &variants {
+        let api = spec.providers[&variant.model.provider].api_kind;
+        crate::harness::check_api(&variant.harness, api)
+            .map_err(|e| anyhow::anyhow!("spec.matrix: variant {}: {e}", variant.name))?;
+    }
     let dataset_file = dataset::local_path(&spec.dataset.source)?;
     let mut installed: HashMap<String, Installed> = HashMap::new();
     for variant in &variants {

@@ -131,7 +131,8 @@ fn enter_and_run(args: &SandboxArgs) -> io::Result<i32> {
             ),
             "making mounts private",
         )?;
-        for dir in &args.hide {
+        // A directory that does not exist holds nothing to hide (and cannot be mounted over).
+        for dir in args.hide.iter().filter(|dir| dir.is_dir()) {
             let target = CString::new(dir.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
             let fstype = CString::new("tmpfs").expect("no NUL");
             let options = CString::new("mode=0755,size=1m").expect("no NUL");

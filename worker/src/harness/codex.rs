@@ -92,7 +92,9 @@ pub async fn install(root: &Path, version: &str) -> Result<PathBuf, InstallError
             command: format!("npm install {requirement}"),
             status: "incomplete".into(),
             stderr: format!(
-                "the native binary {} is missing: npm did not install the optional dependency {}",
+                "the native binary {} is missing: npm did not install the optional dependency @openai/{} \
+                 (older releases, which ship the binary inside @openai/codex itself and predate the \
+                 configuration this adapter relies on, are not supported)",
                 native.display(),
                 platform().0
             ),

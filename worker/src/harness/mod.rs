@@ -46,6 +46,17 @@ pub fn check(harness: &HarnessRef) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks that the harness can speak the API of the variant's provider.
+pub fn check_api(harness: &HarnessRef, api: ApiKind) -> Result<(), String> {
+    if harness.name == HarnessName::Codex && api != ApiKind::OpenAiResponses {
+        return Err(format!(
+            "harness codex speaks only the OpenAI Responses API, but its provider's apiKind is {}; use apiKind: openai-responses",
+            api.as_str()
+        ));
+    }
+    Ok(())
+}
+
 /// Where harnesses are installed: `$LIGHTSOUT_HARNESS_DIR`, else a cache directory the
 /// unprivileged agent user can read (not under root's home, which it cannot enter).
 pub fn default_root() -> PathBuf {
