@@ -91,3 +91,88 @@ pub struct TrajectorySummary {
     /// Tool calls by action (`read`, `probe`, `write`, `execute`, `git`, `other`).
     pub action_mix: std::collections::BTreeMap<String, u32>,
 }
+
+/// The most a pod's termination message holds.
+pub const TERMINATION_MESSAGE_LIMIT: usize = 4096;
+
+/// A trial attempt's result in brief: what the controller reads from a pod's termination
+/// message. The full record is `result.json` in the results store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialSummary {
+    pub trial_id: String,
+    pub attempt: u32,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub usage: Usage,
+    pub cost_usd: Option<f64>,
+    pub duration_ms: u64,
+    pub model_calls: u32,
+    pub findings: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_version: Option<String>,
+}
+
+impl TrialSummary {
+    pub fn of(result: &TrialResult) -> TrialSummary {
+        TrialSummary {
+            trial_id: result.trial_id.clone(),
+            attempt: result.attempt,
+            outcome: result.outcome,
+            error: result.error.clone(),
+            usage: result.usage,
+            cost_usd: result.cost_usd,
+            duration_ms: result.duration_ms,
+            model_calls: result.model_calls,
+            findings: result.findings,
+            harness_version: result.harness_version_reported.clone(),
+        }
+    }
+
+    /// The summary as JSON within [`TERMINATION_MESSAGE_LIMIT`] bytes: the error message, the
+    /// only unbounded field, is shortened (at a character boundary) until it fits.
+    pub fn to_termination_message(&self) -> String {
+        let mut summary = self.clone();
+        loop {
+            let json = serde_json::to_string(&summary).expect("a summary serialises");
+            let Some(error) = summary.error.as_mut().filter(|_| json.len() > TERMINATION_MESSAGE_LIMIT) else {
+                return json;
+            };
+            let keep = error.len().saturating_sub(json.len() - TERMINATION_MESSAGE_LIMIT + 16);
+            let mut cut = keep.min(error.len());
+            while !error.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            error.truncate(cut);
+            error.push('…');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_termination_message_always_fits() {
+        let summary = TrialSummary {
+            trial_id: "0123456789abcdef".into(),
+            attempt: 3,
+            outcome: Outcome::AgentFailed,
+            error: Some("é\"\\\n".repeat(5000)),
+            usage: Usage { input_tokens: u64::MAX, output_tokens: u64::MAX, ..Default::default() },
+            cost_usd: Some(1e300),
+            duration_ms: u64::MAX,
+            model_calls: u32::MAX,
+            findings: u32::MAX,
+            harness_version: Some("1.2.3".into()),
+        };
+        let message = summary.to_termination_message();
+        assert!(message.len() <= TERMINATION_MESSAGE_LIMIT, "{}", message.len());
+        let back: TrialSummary = serde_json::from_str(&message).unwrap();
+        assert_eq!(back.outcome, Outcome::AgentFailed);
+        assert!(back.error.unwrap().ends_with('…'));
+        let short = TrialSummary { error: Some("boom".into()), ..summary };
+        assert!(short.to_termination_message().contains("\"boom\""));
+    }
+}

@@ -4,6 +4,7 @@
 
 pub mod agent_process;
 pub mod harness;
+pub mod job;
 pub mod local;
 pub mod proxy;
 pub mod sandbox;

@@ -2,6 +2,10 @@
 //!
 //! - `install-harness NAME VERSION [--root DIR]`: installs a pinned harness (an init
 //!   container's job), printing where it went and the version it reports.
+//! - `run --job FILE`: runs one trial attempt (the main container's entrypoint): workspace,
+//!   metering proxy, harness in its sandbox, upload, and a summary in the termination message.
+//!   Exit status: 0 when the attempt's result is stored (whatever the agent did), 3 when an
+//!   infrastructure failure ended it (the controller retries), 2 for a bad job.
 //! - `sandbox …`: the agent sandbox's entry point, started by the worker itself.
 
 use std::ffi::OsString;
@@ -9,10 +13,117 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use lightsout_core::api::{HarnessName, HarnessRef};
+use lightsout_core::model::{ModelClient, RetryPolicy};
+use lightsout_core::pricing::PricingTable;
+use lightsout_core::trial::{Outcome, TrialSummary};
+use lightsout_worker::job::PodJob;
+use lightsout_worker::store::Results;
+use lightsout_worker::trial::{run_trial, AgentSetup, SandboxLauncher, TrialJob};
 use lightsout_worker::{harness, sandbox};
 
+/// The worker's exit status when an infrastructure failure ended the attempt.
+const EXIT_INFRA: u8 = 3;
+
+fn run_job(file: &std::path::Path) -> ExitCode {
+    let job = match std::fs::read_to_string(file).map_err(|e| e.to_string()).and_then(|text| PodJob::parse(&text)) {
+        Ok(job) => job,
+        Err(e) => {
+            eprintln!("lightsout-worker: job {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let Some(api_key) = std::env::var(&job.provider.api_key_env).ok().filter(|k| !k.is_empty()) else {
+        eprintln!(
+            "lightsout-worker: job {}: the provider key variable {} is not set",
+            file.display(),
+            job.provider.api_key_env
+        );
+        return ExitCode::from(2);
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("lightsout-worker: {e}");
+            return ExitCode::from(EXIT_INFRA);
+        }
+    };
+    runtime.block_on(async move {
+        let store = match Results::open(&job.results, job.s3.as_ref(), None) {
+            Ok(store) => store,
+            Err(e) => {
+                eprintln!("lightsout-worker: results {}: {e}", job.results);
+                return ExitCode::from(2);
+            }
+        };
+        let harness_root = job.harness_root.clone().unwrap_or_else(harness::default_root);
+        let installed = match harness::install(&job.variant.harness, &harness_root).await {
+            Ok(installed) => installed,
+            Err(e) => {
+                eprintln!("lightsout-worker: harness {}: {e}", job.variant.harness.name.as_str());
+                return ExitCode::from(EXIT_INFRA);
+            }
+        };
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let agent = match (installed, &job.base_tree) {
+            (Some(installed), Some(base_tree)) => Some(AgentSetup {
+                installed,
+                base_tree: base_tree.clone(),
+                scratch: std::env::temp_dir().join(format!("lightsout-{}-{}", job.trial_id, job.attempt)),
+                sandbox: std::env::current_exe().ok().filter(|_| root).map(|program| SandboxLauncher {
+                    program,
+                    leading_args: vec!["sandbox".into()],
+                    hide: vec![lightsout_worker::trial::spool_root()],
+                }),
+                max_turns: job.max_turns,
+                grace: std::time::Duration::from_secs(10),
+            }),
+            (Some(_), None) => {
+                eprintln!("lightsout-worker: job {}: an agentic harness needs baseTree", file.display());
+                return ExitCode::from(2);
+            }
+            (None, _) => None,
+        };
+        let trial = TrialJob {
+            run: job.run.clone(),
+            variant: job.variant.clone(),
+            task: job.task.clone(),
+            trial_id: job.trial_id.clone(),
+            repeat: job.repeat,
+            attempt: job.attempt,
+            prompt: job.prompt.clone(),
+            endpoint: job.endpoint(api_key),
+            timeout: job.timeout(),
+            max_tokens: job.max_tokens,
+            max_usd: job.max_usd,
+            scripted_model: false,
+            agent,
+        };
+        let client = ModelClient::new(job.timeout(), RetryPolicy::default());
+        let deadline = std::time::Duration::from_secs(job.upload_deadline_seconds);
+        match run_trial(&trial, &client, &PricingTable::default(), &store, deadline).await {
+            Ok(artifacts) => {
+                let message = TrialSummary::of(&artifacts.result).to_termination_message();
+                if let Err(e) = std::fs::write(&job.termination_log, &message) {
+                    eprintln!("lightsout-worker: writing {}: {e}", job.termination_log.display());
+                }
+                println!("{message}");
+                if artifacts.result.outcome == Outcome::InfraFailed {
+                    ExitCode::from(EXIT_INFRA)
+                } else {
+                    ExitCode::SUCCESS
+                }
+            }
+            Err(e) => {
+                eprintln!("lightsout-worker: storing the attempt's results failed: {e}");
+                ExitCode::from(EXIT_INFRA)
+            }
+        }
+    })
+}
+
 fn usage() -> ExitCode {
-    eprintln!("usage: lightsout-worker install-harness NAME VERSION [--root DIR]\n       lightsout-worker sandbox --socket S --port P [--hide DIR]... [--user UID:GID] -- PROGRAM [ARGS]...");
+    eprintln!("usage: lightsout-worker run --job FILE\n       lightsout-worker install-harness NAME VERSION [--root DIR]\n       lightsout-worker sandbox --socket S --port P [--hide DIR]... [--user UID:GID] -- PROGRAM [ARGS]...");
     ExitCode::from(2)
 }
 
@@ -27,6 +138,10 @@ fn main() -> ExitCode {
             }
         },
         Some("install-harness") => install_harness(&args[1..]),
+        Some("run") => match (args.get(1).and_then(|a| a.to_str()), args.get(2)) {
+            (Some("--job"), Some(file)) => run_job(&PathBuf::from(file)),
+            _ => usage(),
+        },
         _ => usage(),
     }
 }

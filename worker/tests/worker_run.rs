@@ -1,0 +1,130 @@
+//! `lightsout-worker run --job FILE`, the in-pod entrypoint: one attempt, its artifacts stored,
+//! a summary within the termination message's 4 KiB, and an exit status the controller can act
+//! on (0 stored, 3 infrastructure failure, 2 bad job).
+
+use std::path::{Path, PathBuf};
+
+use lightsout_core::api::{ApiKind, DatasetFormat};
+use lightsout_core::dataset::load_file;
+use lightsout_core::plan::variants;
+use lightsout_core::prompts::review_prompt;
+use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
+use lightsout_core::trial::TrialSummary;
+use lightsout_core::validate::parse_run;
+use lightsout_worker::job::{PodJob, ProviderEndpoint};
+
+fn job(base_url: &str, results: &Path, termination: &Path) -> PodJob {
+    let spec = parse_run(
+        r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {name: pod}
+spec:
+  dataset: {format: crbugbench, source: "file://x"}
+  agent: {harness: {name: single-shot, version: "1.0.0"}}
+  matrix: {models: [{name: gpt-5-mini, provider: p}]}
+  providers: {p: {baseUrl: "http://x", apiKind: openai-chat}}
+  storage: {results: "file://x"}
+"#,
+        "job",
+    )
+    .unwrap()
+    .spec;
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl");
+    let task = load_file(DatasetFormat::CrBugBench, &sample).unwrap().tasks.remove(0).task;
+    let variant = variants(&spec).remove(0);
+    PodJob {
+        run: "pod".into(),
+        prompt: review_prompt(&variant.prompt, &task, None),
+        trial_id: lightsout_core::plan::trial_id(&variant.id, &task.id, 0),
+        variant,
+        task,
+        repeat: 0,
+        attempt: 1,
+        provider: ProviderEndpoint {
+            name: "p".into(),
+            base_url: base_url.into(),
+            api_kind: ApiKind::OpenAiChat,
+            api_key_env: "POD_KEY".into(),
+        },
+        timeout_seconds: 60,
+        max_tokens: None,
+        max_usd: None,
+        max_turns: None,
+        results: format!("file://{}", results.display()),
+        s3: None,
+        base_tree: None,
+        harness_root: None,
+        termination_log: termination.to_path_buf(),
+        upload_deadline_seconds: 5,
+    }
+}
+
+fn worker(job_file: &Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_lightsout-worker"))
+        .args(["run", "--job"])
+        .arg(job_file)
+        .env("POD_KEY", "pod-secret")
+        .output()
+        .unwrap()
+}
+
+fn write(dir: &Path, job: &PodJob) -> PathBuf {
+    let path = dir.join("job.json");
+    std::fs::write(&path, serde_json::to_vec(job).unwrap()).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_attempt_stores_its_results_and_summarises_them() {
+    let server = ScriptedServer::start(ScriptedConfig {
+        expected_api_key: Some("pod-secret".into()),
+        faults: Faults::default(),
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (results, termination) = (dir.path().join("results"), dir.path().join("termination-log"));
+    let job = job(&server.base_url(), &results, &termination);
+    let file = write(dir.path(), &job);
+    let output = tokio::task::spawn_blocking(move || worker(&file)).await.unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let message = std::fs::read_to_string(&termination).unwrap();
+    assert!(message.len() <= 4096);
+    let summary: TrialSummary = serde_json::from_str(&message).unwrap();
+    assert_eq!((summary.trial_id.as_str(), summary.attempt), (job.trial_id.as_str(), 1));
+    assert!(summary.findings >= 3 && summary.usage.output_tokens > 0, "{summary:?}");
+    let attempt = results.join(format!("runs/pod/{}/{}/attempt-1", job.variant.id, job.trial_id));
+    for file in ["prompt.txt", "review.md", "findings.json", "result.json"] {
+        assert!(attempt.join(file).exists(), "{file}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_provider_is_an_infrastructure_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (results, termination) = (dir.path().join("results"), dir.path().join("termination-log"));
+    let file = write(dir.path(), &job(&format!("http://127.0.0.1:{port}/v1"), &results, &termination));
+    let output = tokio::task::spawn_blocking(move || worker(&file)).await.unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: TrialSummary = serde_json::from_str(&std::fs::read_to_string(&termination).unwrap()).unwrap();
+    assert_eq!(summary.outcome, lightsout_core::trial::Outcome::InfraFailed);
+}
+
+#[test]
+fn a_bad_job_names_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut value = serde_json::to_value(job("http://127.0.0.1:1/v1", dir.path(), &dir.path().join("t"))).unwrap();
+    value["timeoutSeconds"] = serde_json::json!("soon");
+    let path = dir.path().join("job.json");
+    std::fs::write(&path, value.to_string()).unwrap();
+    let output = worker(&path);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("field timeoutSeconds"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
