@@ -2,6 +2,7 @@
 //! trial planning, judging, scoring, results) used by the CLI, the worker and the controller.
 
 pub mod api;
+pub mod compress;
 pub mod dataset;
 pub mod duration;
 pub mod exchange;

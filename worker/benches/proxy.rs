@@ -24,6 +24,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use axum::Router;
 use futures::StreamExt;
 use lightsout_core::api::ApiKind;
@@ -36,6 +37,10 @@ const REAL_KEY: &str = "sk-bench-real-provider-key";
 const AGENT_KEY: &str = "lightsout-bench-dummy-key";
 /// How long the streaming upstream waits between its first chunk and the rest.
 const STREAM_PAUSE: Duration = Duration::from_millis(50);
+
+/// The paced stream: this many content chunks after the first, this far apart (token output).
+const PACED_CHUNKS: usize = 20;
+const PACED_GAP: Duration = Duration::from_millis(2);
 
 const COMPLETION: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":1767225600,"model":"gpt-5-mini","choices":[{"index":0,"message":{"role":"assistant","content":"1. csv_import.py:42 parse_bank_amount drops the sign of parenthesised amounts."},"finish_reason":"stop"}],"usage":{"prompt_tokens":612,"completion_tokens":24,"total_tokens":636}}"#;
 const FIRST_CHUNK: &str = "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1767225600,\"model\":\"gpt-5-mini\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"1.\"},\"finish_reason\":null}]}\n\n";
@@ -65,6 +70,28 @@ async fn upstream(headers: HeaderMap, body: Bytes) -> Response {
     }
     // Serialised by serde_json (the client here, or the proxy when it amends a stream request):
     // compact, so this is exact.
+    if contains(&body, b"\"stream\":true") && contains(&body, b"\"paced\"") {
+        let first = futures::stream::once(async { Ok::<_, Infallible>(Bytes::from_static(FIRST_CHUNK.as_bytes())) });
+        let paced = futures::stream::unfold(0usize, |k| async move {
+            if k > PACED_CHUNKS {
+                return None;
+            }
+            tokio::time::sleep(PACED_GAP).await;
+            let chunk = if k < PACED_CHUNKS {
+                Bytes::from(format!(
+                    "data: {{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1767225600,\"model\":\"gpt-5-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" token{k}\"}},\"finish_reason\":null}}]}}\n\n"
+                ))
+            } else {
+                Bytes::from_static(REST_CHUNKS.as_bytes())
+            };
+            Some((Ok::<_, Infallible>(chunk), k + 1))
+        });
+        return Response::builder()
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .body(Body::from_stream(first.chain(paced)))
+            .unwrap();
+    }
     if contains(&body, b"\"stream\":true") {
         let first = futures::stream::once(async { Ok::<_, Infallible>(Bytes::from_static(FIRST_CHUNK.as_bytes())) });
         let rest = futures::stream::once(async {
@@ -108,8 +135,7 @@ impl Rt {
 
     /// CPU seconds (user + system) used so far by this runtime's live threads.
     fn cpu_secs(&self) -> f64 {
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let hz = clock_ticks_per_sec();
         let ticks: u64 = self
             .tids
             .lock()
@@ -124,6 +150,31 @@ impl Rt {
             .sum();
         ticks as f64 / hz
     }
+}
+
+fn clock_ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
+}
+
+/// Machine-wide CPU seconds so far: (busy, of which stolen by the hypervisor).
+fn machine_cpu_secs() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> =
+        stat.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal …
+    let at = |i: usize| fields.get(i).copied().unwrap_or(0);
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+    (busy as f64 / clock_ticks_per_sec(), at(7) as f64 / clock_ticks_per_sec())
+}
+
+/// CPU seconds this process has used so far.
+fn own_cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let at = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    (at(11) + at(12)) as f64 / clock_ticks_per_sec()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,7 +220,15 @@ struct Target {
     key: &'static str,
 }
 
-fn request_body(stream: bool) -> Bytes {
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Plain,
+    Stream,
+    /// Streamed, with [`PACED_CHUNKS`] small chunks [`PACED_GAP`] apart.
+    Paced,
+}
+
+fn request_body(shape: Shape) -> Bytes {
     let change = "diff --git a/pyledger/csv_import.py b/pyledger/csv_import.py\n\
                   @@ -40,7 +40,19 @@ def import_csv(path, ledger):\n\
                   -        amount = Decimal(row[\"amount\"])\n\
@@ -189,8 +248,11 @@ fn request_body(stream: bool) -> Bytes {
         ],
         "max_completion_tokens": 2048,
     });
-    if stream {
+    if shape != Shape::Plain {
         body["stream"] = json!(true);
+    }
+    if shape == Shape::Paced {
+        body["metadata"] = json!({"bench": "paced"});
     }
     Bytes::from(serde_json::to_vec(&body).unwrap())
 }
@@ -240,6 +302,39 @@ async fn call_stream(client: &reqwest::Client, target: &Target, body: &Bytes) ->
     (first_at, started.elapsed())
 }
 
+/// One paced streamed call: the longest wait between two consecutive SSE events, and the time
+/// from the first event to the end.
+async fn call_paced(client: &reqwest::Client, target: &Target, body: &Bytes) -> (Duration, Duration) {
+    let answer = client
+        .post(&target.url)
+        .bearer_auth(target.key)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.clone())
+        .send()
+        .await
+        .expect("the call is answered");
+    assert_eq!(answer.status(), 200, "{}", target.url);
+    let mut chunks = answer.bytes_stream();
+    let (mut events, mut all) = (0usize, Vec::new());
+    let (mut first, mut last, mut longest) = (None::<Instant>, None::<Instant>, Duration::ZERO);
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.expect("a readable chunk");
+        let now = Instant::now();
+        all.extend_from_slice(&chunk);
+        let seen = all.windows(2).filter(|w| w == b"\n\n").count();
+        if seen > events {
+            events = seen;
+            first.get_or_insert(now);
+            if let Some(previous) = last {
+                longest = longest.max(now - previous);
+            }
+            last = Some(now);
+        }
+    }
+    assert!(all.ends_with(b"data: [DONE]\n\n"), "the stream is complete");
+    (longest, last.unwrap() - first.unwrap())
+}
+
 /// Requests per second from `concurrency` tasks calling `target` for `secs`.
 async fn throughput(client: &reqwest::Client, target: &Target, body: &Bytes, concurrency: usize, secs: f64) -> f64 {
     let started = Instant::now();
@@ -287,6 +382,10 @@ fn main() {
     let upstream_addr = upstream_rt.rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
+        // As a provider's server would: small writes go out at once.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let app = Router::new().route("/v1/chat/completions", post(upstream));
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         addr
@@ -311,8 +410,9 @@ fn main() {
     assert!(proxy.addr().ip().is_loopback() && upstream_addr.ip().is_loopback());
     let direct = Target { url: format!("http://{upstream_addr}/v1/chat/completions"), key: REAL_KEY };
     let proxied = Target { url: format!("{}/chat/completions", proxy.base_url()), key: AGENT_KEY };
-    let body = request_body(false);
-    let stream_body = request_body(true);
+    let body = request_body(Shape::Plain);
+    let stream_body = request_body(Shape::Stream);
+    let paced_body = request_body(Shape::Paced);
 
     println!("metering proxy benchmark (issue 3), release build");
     println!(
@@ -414,16 +514,59 @@ fn main() {
     );
     println!();
 
+    // --- Token streaming: are small chunks passed on as they come?
+    let paced_n = (stream_n / 2).max(10);
+    let (direct_gap, direct_span, proxied_gap, proxied_span) = client_rt.rt.block_on(async {
+        let client = client();
+        for _ in 0..3 {
+            call_paced(&client, &direct, &paced_body).await;
+            call_paced(&client, &proxied, &paced_body).await;
+        }
+        let (mut dg, mut ds, mut pg, mut ps) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for i in 0..paced_n {
+            let order = if i % 2 == 0 { [&direct, &proxied] } else { [&proxied, &direct] };
+            for target in order {
+                let (gap, span) = call_paced(&client, target, &paced_body).await;
+                if std::ptr::eq(target, &direct) {
+                    dg.push(gap);
+                    ds.push(span);
+                } else {
+                    pg.push(gap);
+                    ps.push(span);
+                }
+            }
+        }
+        (stats(&dg), stats(&ds), stats(&pg), stats(&ps))
+    });
+    let gap_ms = PACED_GAP.as_secs_f64() * 1e3;
+    println!(
+        "2b. token streaming: {paced_n} calls each way, {PACED_CHUNKS} small chunks {gap_ms:.0} ms apart after the first"
+    );
+    println!("                longest wait between events p50 / max      first → last event p50 / p99");
+    for (label, gap, span) in [("   direct  ", &direct_gap, &direct_span), ("   proxied ", &proxied_gap, &proxied_span)]
+    {
+        println!("{label}  {} / {}                  {} / {}", ms(gap.p50), ms(gap.max), ms(span.p50), ms(span.p99));
+    }
+    println!(
+        "   chunks passed on as they come (no proxied wait between events ≥ 10 ms): {}",
+        verdict(proxied_gap.max < Duration::from_millis(10))
+    );
+    println!();
+
     // --- Throughput: many keep-alive clients for a fixed time.
     let measure = |target: &Target| {
         let cpu_before = [upstream_rt.cpu_secs(), proxy_rt.cpu_secs(), client_rt.cpu_secs()];
+        let ((machine_before, steal_before), own_before) = (machine_cpu_secs(), own_cpu_secs());
         let rate = client_rt.rt.block_on(async {
             let client = client();
             throughput(&client, target, &body, concurrency, 0.5).await;
             throughput(&client, target, &body, concurrency, secs).await
         });
         let cpu_after = [upstream_rt.cpu_secs(), proxy_rt.cpu_secs(), client_rt.cpu_secs()];
-        let used: Vec<f64> = cpu_after.iter().zip(cpu_before).map(|(a, b)| a - b).collect();
+        let (machine_after, steal_after) = machine_cpu_secs();
+        let mut used: Vec<f64> = cpu_after.iter().zip(cpu_before).map(|(a, b)| a - b).collect();
+        // [upstream, proxy, client, whole machine busy, of which steal, this process]
+        used.extend([machine_after - machine_before, steal_after - steal_before, own_cpu_secs() - own_before]);
         (rate, used)
     };
     let (proxied_rate, proxied_cpu) = measure(&proxied);
@@ -444,6 +587,13 @@ fn main() {
         proxied_cpu[2]
     );
     println!("   CPU used during the direct run: upstream {:.2} s, client {:.2} s", direct_cpu[0], direct_cpu[2]);
+    for (label, cpu) in [("proxied", &proxied_cpu), ("direct", &direct_cpu)] {
+        println!(
+            "   whole machine during the {label} run: {:.2} core-s busy (of which {:.2} stolen by the hypervisor); this \
+             benchmark process {:.2} core-s; the rest is other processes and kernel softirq work",
+            cpu[3], cpu[4], cpu[5]
+        );
+    }
     let proxied_requests = proxied_rate * secs;
     if proxied_requests > 0.0 {
         let proxy_us = proxied_cpu[1] / (proxied_rate * run_secs) * 1e6;

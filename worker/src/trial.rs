@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use lightsout_core::api::HarnessName;
+use lightsout_core::compress::{compress, EXCHANGES_ARTIFACT, TRAJECTORY_ARTIFACT};
 use lightsout_core::dataset::Task;
 use lightsout_core::findings::parse_review;
 use lightsout_core::hash::sha256_hex;
@@ -336,14 +337,20 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
             line
         })
         .collect();
-    artifacts.push(("exchanges.jsonl".into(), exchanges_jsonl));
+    match compress(&exchanges_jsonl) {
+        Ok(packed) => artifacts.push((EXCHANGES_ARTIFACT.into(), packed)),
+        Err(e) => return infra(format!("compressing the exchange log: {e}")),
+    }
     let trajectory = lightsout_core::trajectory::build(&exchanges);
     let trajectory_summary = TrajectorySummary {
         turns: trajectory.turns,
         tool_calls: trajectory.tool_calls,
         action_mix: trajectory.action_mix.iter().map(|(action, n)| (action.as_str().to_string(), *n)).collect(),
     };
-    artifacts.push(("trajectory.jsonl".into(), lightsout_core::trajectory::to_jsonl(&trajectory).into_bytes()));
+    match compress(lightsout_core::trajectory::to_jsonl(&trajectory).as_bytes()) {
+        Ok(packed) => artifacts.push((TRAJECTORY_ARTIFACT.into(), packed)),
+        Err(e) => return infra(format!("compressing the trajectory: {e}")),
+    }
     for (name, path) in [("agent.stdout", run_dir.join("agent.stdout")), ("agent.stderr", run_dir.join("agent.stderr"))]
     {
         if let Ok(bytes) = std::fs::read(&path) {

@@ -106,7 +106,10 @@ spec:
         let review = std::fs::read_to_string(dir.join("review.md")).unwrap();
         assert!(review.starts_with("# Review"), "{review}");
 
-        let exchanges = std::fs::read_to_string(dir.join("exchanges.jsonl")).unwrap();
+        let exchanges = String::from_utf8(
+            lightsout_core::compress::decompress(&std::fs::read(dir.join("exchanges.jsonl.zst")).unwrap()).unwrap(),
+        )
+        .unwrap();
         assert_eq!(exchanges.lines().count(), 3);
         assert!(!exchanges.contains("real-key"), "credentials are never recorded");
         for line in exchanges.lines() {
@@ -115,7 +118,10 @@ spec:
             assert!(tools.iter().any(|t| t["name"] == "exec_command"), "Codex's shell tool is offered");
             assert!(!tools.iter().any(|t| t["type"] == "web_search"), "web search is switched off: {tools:?}");
         }
-        let trajectory = std::fs::read_to_string(dir.join("trajectory.jsonl")).unwrap();
+        let trajectory = String::from_utf8(
+            lightsout_core::compress::decompress(&std::fs::read(dir.join("trajectory.jsonl.zst")).unwrap()).unwrap(),
+        )
+        .unwrap();
         assert!(
             trajectory.contains("\"name\":\"exec_command\"")
                 && trajectory.contains("\"action\":\"write\"")

@@ -99,10 +99,16 @@ spec:
         assert!(result["findings"].as_u64().unwrap() >= 3, "{result}");
         let review = std::fs::read_to_string(dir.join("review.md")).unwrap();
         assert!(review.starts_with("# Review"), "{review}");
-        let exchanges = std::fs::read_to_string(dir.join("exchanges.jsonl")).unwrap();
+        let exchanges = String::from_utf8(
+            lightsout_core::compress::decompress(&std::fs::read(dir.join("exchanges.jsonl.zst")).unwrap()).unwrap(),
+        )
+        .unwrap();
         assert_eq!(exchanges.lines().count(), 3);
         assert!(!exchanges.contains("real-key"), "credentials are never recorded");
-        let trajectory = std::fs::read_to_string(dir.join("trajectory.jsonl")).unwrap();
+        let trajectory = String::from_utf8(
+            lightsout_core::compress::decompress(&std::fs::read(dir.join("trajectory.jsonl.zst")).unwrap()).unwrap(),
+        )
+        .unwrap();
         assert!(trajectory.contains("\"action\":\"write\"") && trajectory.contains("review.md"), "{trajectory}");
         assert!(dir.join("harness-mini-swe-agent-trajectory.json").exists(), "the harness's own log is kept");
         assert!(dir.join("verdicts.json").exists());

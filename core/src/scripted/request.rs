@@ -19,8 +19,8 @@ pub(crate) struct Exchange {
     pub stream: bool,
     /// Whether a stream ends with a usage report (always, except opt-in for Chat Completions).
     pub include_usage: bool,
-    /// The shell tool the request offers, if any (tool-calling agents such as mini-swe-agent or
-    /// Codex): the scripted agent then works in steps through that tool.
+    /// The shell tool the request offers, if any (tool-calling agents such as mini-swe-agent,
+    /// Codex or Claude Code): the scripted agent then works in steps through that tool.
     pub shell_tool: Option<ShellTool>,
     /// Tool calls the assistant already made in this conversation: the step the agent is at.
     pub tool_calls_so_far: u32,
@@ -35,6 +35,12 @@ pub(crate) enum ShellTool {
     /// `exec_command` with `{"cmd": "…"}` (Codex): the agent ends its run when the model answers
     /// without calling a tool.
     ExecCommand,
+    /// `Bash` with `{"command": "…"}` (Claude Code, over the Messages API): the agent ends its run
+    /// when the model answers without calling a tool.
+    ClaudeBash,
+    /// `bash` with `{"command": "…"}` offered beside `read_bash` (GitHub Copilot CLI): the agent
+    /// ends its run when the model answers without calling a tool.
+    CopilotBash,
 }
 
 impl ShellTool {
@@ -42,41 +48,55 @@ impl ShellTool {
         match name {
             "bash" => Some(ShellTool::Bash),
             "exec_command" => Some(ShellTool::ExecCommand),
+            "Bash" => Some(ShellTool::ClaudeBash),
             _ => None,
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
-            ShellTool::Bash => "bash",
+            ShellTool::Bash | ShellTool::CopilotBash => "bash",
             ShellTool::ExecCommand => "exec_command",
+            ShellTool::ClaudeBash => "Bash",
         }
+    }
+
+    /// The call's arguments, as a JSON object (Anthropic's `input`).
+    pub fn input(self, command: &str) -> Value {
+        let key = match self {
+            ShellTool::Bash | ShellTool::ClaudeBash | ShellTool::CopilotBash => "command",
+            ShellTool::ExecCommand => "cmd",
+        };
+        serde_json::json!({ key: command })
     }
 
     /// The call's arguments, as the JSON text a model writes.
     pub fn arguments(self, command: &str) -> String {
-        let key = match self {
-            ShellTool::Bash => "command",
-            ShellTool::ExecCommand => "cmd",
-        };
-        serde_json::json!({ key: command }).to_string()
+        self.input(command).to_string()
     }
 
     /// Whether the run ends with an answer that calls no tool, rather than with the submit
     /// command.
     pub fn ends_with_answer(self) -> bool {
-        self == ShellTool::ExecCommand
+        matches!(self, ShellTool::ExecCommand | ShellTool::ClaudeBash | ShellTool::CopilotBash)
     }
 }
 
 /// The shell tool among a request's `tools`: a function named `bash` or `exec_command`, in
 /// Chat Completions' shape (`{"type": "function", "function": {"name"}}`) or Responses'
-/// (`{"type": "function", "name"}`).
+/// (`{"type": "function", "name"}`), or Claude Code's `Bash` in the Messages API's shape
+/// (`{"name", "input_schema"}`).
+///
+/// A `bash` offered beside `read_bash` is GitHub Copilot CLI's (it reads the output of its
+/// background shells with it), whichever API carries it.
 pub(crate) fn shell_tool(body: &Map<String, Value>) -> Option<ShellTool> {
-    body.get("tools")?.as_array()?.iter().find_map(|tool| {
-        let name = tool.pointer("/function/name").or_else(|| tool.get("name"))?.as_str()?;
-        ShellTool::from_name(name)
-    })
+    let tools = body.get("tools")?.as_array()?;
+    let names =
+        || tools.iter().filter_map(|tool| tool.pointer("/function/name").or_else(|| tool.get("name"))?.as_str());
+    match names().find_map(ShellTool::from_name)? {
+        ShellTool::Bash if names().any(|name| name == "read_bash") => Some(ShellTool::CopilotBash),
+        tool => Some(tool),
+    }
 }
 
 impl Exchange {

@@ -327,6 +327,151 @@ async fn anthropic_messages_non_streaming_and_streaming() {
     server.shutdown().await;
 }
 
+/// A request as Claude Code sends it: system blocks, its tools (`Bash` among them), extended
+/// thinking, streaming.
+fn claude_code_body() -> Value {
+    let schema = |props: Value| json!({"type": "object", "properties": props});
+    json!({
+        "model": "claude-test",
+        "max_tokens": 32000,
+        "system": [
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332;"},
+            {"type": "text", "text": "You are a Claude agent, built on Anthropic's Claude Agent SDK."},
+        ],
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>\nPrimary working directory: /repo\n</system-reminder>"},
+            {"type": "text", "text": agent_prompt(), "cache_control": {"type": "ephemeral"}},
+        ]}],
+        "tools": [
+            {"name": "Agent", "description": "Launch a subagent.", "input_schema": schema(json!({"prompt": {"type": "string"}}))},
+            {"name": "Bash", "description": "Executes a bash command.", "input_schema": schema(json!({"command": {"type": "string"}}))},
+            {"name": "Write", "description": "Writes a file.", "input_schema": schema(json!({"file_path": {"type": "string"}, "content": {"type": "string"}}))},
+        ],
+        "thinking": {"type": "enabled", "budget_tokens": 31999},
+        "metadata": {"user_id": "{}"},
+        "stream": true,
+    })
+}
+
+/// The finished content blocks of a Messages stream, rebuilt from its deltas as a client does,
+/// and its stop reason.
+fn streamed_message(frames: &[sse::Frame]) -> (Vec<Value>, String) {
+    let payloads: Vec<Value> = frames.iter().map(json_of).collect();
+    for (frame, payload) in frames.iter().zip(&payloads) {
+        assert_eq!(frame.event.as_deref(), payload["type"].as_str());
+    }
+    assert_eq!(payloads[0]["type"], "message_start");
+    assert_eq!(payloads.last().expect("frames")["type"], "message_stop");
+    let mut blocks: Vec<Value> = Vec::new();
+    let mut partial_json: Vec<String> = Vec::new();
+    let mut stop_reason = String::new();
+    for payload in &payloads {
+        let index = payload["index"].as_u64().unwrap_or(0) as usize;
+        match payload["type"].as_str().expect("type") {
+            "content_block_start" => {
+                assert_eq!(index, blocks.len(), "blocks start in order");
+                blocks.push(payload["content_block"].clone());
+                partial_json.push(String::new());
+            }
+            "content_block_delta" => match payload["delta"]["type"].as_str().expect("delta type") {
+                "text_delta" => {
+                    let text = format!(
+                        "{}{}",
+                        blocks[index]["text"].as_str().unwrap(),
+                        payload["delta"]["text"].as_str().unwrap()
+                    );
+                    blocks[index]["text"] = json!(text);
+                }
+                "input_json_delta" => partial_json[index].push_str(payload["delta"]["partial_json"].as_str().unwrap()),
+                other => panic!("unexpected delta {other}"),
+            },
+            "content_block_stop" => {
+                if blocks[index]["type"] == "tool_use" {
+                    blocks[index]["input"] = serde_json::from_str(&partial_json[index]).expect("the input is JSON");
+                }
+            }
+            "message_delta" => stop_reason = payload["delta"]["stop_reason"].as_str().expect("stop reason").to_string(),
+            _ => {}
+        }
+    }
+    (blocks, stop_reason)
+}
+
+#[tokio::test]
+async fn claude_code_is_driven_through_bash_and_ends_with_an_answer() {
+    let server = start(ScriptedConfig::default()).await;
+    let mut body = claude_code_body();
+    let mut commands = Vec::new();
+    for step in 0..3 {
+        let (blocks, stop_reason) = streamed_message(&post_sse(&server, "/messages", &body).await);
+        assert_eq!(blocks[0]["type"], "text", "step {step}");
+        let calls: Vec<&Value> = blocks.iter().filter(|b| b["type"] == "tool_use").collect();
+        if step < 2 {
+            assert_eq!(stop_reason, "tool_use", "step {step}");
+            assert_eq!(calls.len(), 1, "step {step}: {blocks:?}");
+            assert_eq!(calls[0]["name"], "Bash");
+            assert!(calls[0]["id"].as_str().is_some_and(|id| id.starts_with("toolu_")), "{:?}", calls[0]);
+            commands.push(calls[0]["input"]["command"].as_str().expect("command").to_string());
+        } else {
+            assert_eq!(stop_reason, "end_turn", "the last step only answers, which ends `claude -p`");
+            assert!(calls.is_empty(), "{blocks:?}");
+            assert_eq!(blocks[0]["text"], "The review is written.");
+        }
+        // Claude Code replays the answer and the tool's result with every request.
+        let messages = body["messages"].as_array_mut().expect("messages");
+        messages.push(json!({"role": "assistant", "content": blocks}));
+        if let Some(call) = calls.first() {
+            let result = json!({"type": "tool_result", "tool_use_id": call["id"], "content": "ok", "is_error": false});
+            messages.push(json!({"role": "user", "content": [result]}));
+        }
+    }
+    assert_eq!(commands[0], agentic_step("claude-test", Some(Effort::High), "", 0).1);
+    let review = agent_answer("claude-test", Some(Effort::High), &agent_prompt());
+    assert!(commands[1].starts_with("cat > review.md <<'LIGHTSOUT_REVIEW'\n"), "{}", commands[1]);
+    assert!(commands[1].contains(&review), "{}", commands[1]);
+    assert!(server.requests().iter().all(|r| r.role == Some(Role::Agent) && r.stream && r.path == "/v1/messages"));
+
+    // The same step without streaming.
+    let mut body = claude_code_body();
+    body["stream"] = json!(false);
+    let message = post_json(&server, "/messages", &body).await;
+    assert_eq!(message["stop_reason"], "tool_use");
+    assert_eq!((&message["content"][1]["type"], &message["content"][1]["name"]), (&json!("tool_use"), &json!("Bash")));
+    assert_eq!(message["content"][1]["input"]["command"], commands[0]);
+
+    // A side request without the tools (a title, a summary) gets a plain answer.
+    body.as_object_mut().expect("object").remove("tools");
+    let message = post_json(&server, "/messages", &body).await;
+    assert_eq!(message["stop_reason"], "end_turn");
+    assert_eq!(message["content"].as_array().map(Vec::len), Some(1));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn anthropic_effort_comes_from_output_config_else_thinking() {
+    let server = start(ScriptedConfig::default()).await;
+    let output_tokens = |message: &Value| message["usage"]["output_tokens"].as_u64().expect("output tokens");
+    let mut body = messages_body(REVIEWER_SYSTEM, &agent_prompt(), false);
+    let high = output_tokens(&post_json(&server, "/messages", &body).await);
+    body["output_config"] = json!({"effort": "low"});
+    let low = post_json(&server, "/messages", &body).await;
+    assert_eq!(low["content"][0]["text"], agent_answer("claude-test", Some(Effort::Low), &agent_prompt()));
+    body["output_config"] = json!({"effort": "max"});
+    let max = post_json(&server, "/messages", &body).await;
+    assert_eq!(max["content"][0]["text"], agent_answer("claude-test", Some(Effort::XHigh), &agent_prompt()));
+    assert!(output_tokens(&low) < high && high < output_tokens(&max));
+    body["output_config"] = json!({});
+    body["thinking"] = json!({"type": "disabled"});
+    let plain = post_json(&server, "/messages", &body).await;
+    assert_eq!(plain["content"][0]["text"], agent_answer("claude-test", None, &agent_prompt()));
+    body["thinking"] = json!({"type": "adaptive"});
+    assert_eq!(output_tokens(&post_json(&server, "/messages", &body).await), high);
+    body["output_config"] = json!({"effort": "extreme"});
+    let response = post(&server, "/messages", Auth::XApiKey(KEY), &body).await;
+    assert_eq!(response.status(), 400);
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn answers_are_deterministic_across_instances() {
     let a = start(ScriptedConfig::default()).await;
@@ -512,5 +657,47 @@ async fn models_and_health() {
     let ids: Vec<&str> = listed["data"].as_array().expect("data").iter().filter_map(|m| m["id"].as_str()).collect();
     assert_eq!(ids, ["gpt-test", "claude-test"]);
     assert_eq!(server.models(), ids);
+    server.shutdown().await;
+}
+
+/// GitHub Copilot CLI offers `bash` beside `read_bash` (and many more tools); unlike
+/// mini-swe-agent, whose tool is also `bash`, it ends its run when the model answers without a
+/// tool call.
+#[tokio::test]
+async fn copilot_cli_is_driven_through_bash_and_ends_with_an_answer() {
+    let server = start(ScriptedConfig::default()).await;
+    let mut body = chat_body(REVIEWER_SYSTEM, &agent_prompt());
+    let tool = |name: &str| json!({"type": "function", "function": {"name": name, "parameters": {"type": "object"}}});
+    body["tools"] = json!([tool("bash"), tool("read_bash"), tool("view"), tool("create")]);
+    let mut commands = Vec::new();
+    for step in 0..3 {
+        let answer = post_json(&server, "/chat/completions", &body).await;
+        let choice = &answer["choices"][0];
+        if step == 2 {
+            assert_eq!(choice["finish_reason"], "stop", "the last step only answers: {answer}");
+            assert!(choice["message"].get("tool_calls").is_none(), "{answer}");
+            break;
+        }
+        assert_eq!(choice["finish_reason"], "tool_calls", "step {step}");
+        let call = &choice["message"]["tool_calls"][0];
+        assert_eq!(call["function"]["name"], "bash");
+        let arguments: Value =
+            serde_json::from_str(call["function"]["arguments"].as_str().expect("arguments")).unwrap();
+        commands.push(arguments["command"].as_str().expect("command").to_string());
+        let messages = body["messages"].as_array_mut().expect("messages");
+        messages.push(choice["message"].clone());
+        messages.push(json!({"role": "tool", "tool_call_id": call["id"], "content": "ok"}));
+    }
+    assert_eq!(commands[0], agentic_step("gpt-test", None, "", 0).1);
+    assert!(commands[1].starts_with("cat > review.md <<'LIGHTSOUT_REVIEW'\n"), "{}", commands[1]);
+
+    // Over the Responses API the same tools are recognised.
+    let tools = json!([
+        {"type": "function", "name": "bash", "parameters": {"type": "object"}},
+        {"type": "function", "name": "read_bash", "parameters": {"type": "object"}},
+    ]);
+    let responses = json!({"model": "gpt-test", "input": agent_prompt(), "tools": tools});
+    let response = post_json(&server, "/responses", &responses).await;
+    assert_eq!(response["output"][1]["name"], "bash", "{response}");
     server.shutdown().await;
 }

@@ -4,7 +4,9 @@
 //! proxy's base URL and a per-trial dummy key, never a provider key. A harness that cannot be
 //! routed through the proxy is refused.
 
+mod claude_code;
 mod codex;
+mod copilot_cli;
 mod mini_swe_agent;
 mod single_shot;
 
@@ -19,14 +21,21 @@ use crate::agent_process::LaunchSpec;
 
 /// Harnesses this build can run through the proxy.
 pub fn is_available(name: HarnessName) -> bool {
-    matches!(name, HarnessName::SingleShot | HarnessName::MiniSweAgent | HarnessName::Codex)
+    matches!(
+        name,
+        HarnessName::SingleShot
+            | HarnessName::MiniSweAgent
+            | HarnessName::Codex
+            | HarnessName::ClaudeCode
+            | HarnessName::CopilotCli
+    )
 }
 
 /// Why a harness cannot run here, for the error that refuses it.
 pub fn unavailable_reason(name: HarnessName) -> String {
     format!(
         "harness {} is not available in this build: its adapter (routing it through the metering proxy) is not written yet; \
-         available: single-shot, mini-swe-agent, codex",
+         available: single-shot, mini-swe-agent, codex, claude-code, copilot-cli",
         name.as_str()
     )
 }
@@ -51,6 +60,12 @@ pub fn check_api(harness: &HarnessRef, api: ApiKind) -> Result<(), String> {
     if harness.name == HarnessName::Codex && api != ApiKind::OpenAiResponses {
         return Err(format!(
             "harness codex speaks only the OpenAI Responses API, but its provider's apiKind is {}; use apiKind: openai-responses",
+            api.as_str()
+        ));
+    }
+    if harness.name == HarnessName::ClaudeCode && api != ApiKind::Anthropic {
+        return Err(format!(
+            "harness claude-code speaks only the Anthropic Messages API, but its provider's apiKind is {}; use apiKind: anthropic",
             api.as_str()
         ));
     }
@@ -117,6 +132,8 @@ pub async fn install(harness: &HarnessRef, root: &Path) -> Result<Option<Install
     let dir = match harness.name {
         HarnessName::MiniSweAgent => mini_swe_agent::install(root, &harness.version).await?,
         HarnessName::Codex => codex::install(root, &harness.version).await?,
+        HarnessName::ClaudeCode => claude_code::install(root, &harness.version).await?,
+        HarnessName::CopilotCli => copilot_cli::install(root, &harness.version).await?,
         _ => return Ok(None),
     };
     Ok(Some(Installed { harness: harness.clone(), dir }))
@@ -127,6 +144,8 @@ pub fn install_dir_exists(harness: &HarnessRef, root: &Path) -> bool {
     match harness.name {
         HarnessName::MiniSweAgent => mini_swe_agent::install_dir(root, &harness.version).join(".installed").exists(),
         HarnessName::Codex => codex::install_dir(root, &harness.version).join(".installed").exists(),
+        HarnessName::ClaudeCode => claude_code::install_dir(root, &harness.version).join(".installed").exists(),
+        HarnessName::CopilotCli => copilot_cli::install_dir(root, &harness.version).join(".installed").exists(),
         _ => true,
     }
 }
@@ -168,6 +187,8 @@ impl Installed {
         match self.harness.name {
             HarnessName::MiniSweAgent => mini_swe_agent::launch(&self.dir, ctx),
             HarnessName::Codex => codex::launch(&self.dir, ctx),
+            HarnessName::ClaudeCode => claude_code::launch(&self.dir, ctx),
+            HarnessName::CopilotCli => copilot_cli::launch(&self.dir, ctx),
             other => unreachable!("{} has no installed form", other.as_str()),
         }
     }
@@ -177,6 +198,8 @@ impl Installed {
         match self.harness.name {
             HarnessName::MiniSweAgent => mini_swe_agent::reported_version(&self.dir).await,
             HarnessName::Codex => codex::reported_version(&self.dir).await,
+            HarnessName::ClaudeCode => claude_code::reported_version(&self.dir).await,
+            HarnessName::CopilotCli => copilot_cli::reported_version(&self.dir).await,
             _ => None,
         }
     }

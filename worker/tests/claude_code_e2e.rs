@@ -1,0 +1,169 @@
+//! A real, pinned Claude Code (`@anthropic-ai/claude-code` from npm) reviewing sample tasks end
+//! to end: installed at its exact version, run in the task's repository behind the metering proxy
+//! — inside the network and filesystem sandbox when the tests run as root, as CI does — against
+//! the scripted model server over the Anthropic Messages API; its review is parsed, its
+//! trajectory classified, its usage priced.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use lightsout_core::compress::{decompress, EXCHANGES_ARTIFACT, TRAJECTORY_ARTIFACT};
+use lightsout_core::model::RetryPolicy;
+use lightsout_core::pricing::PricingTable;
+use lightsout_core::scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
+use lightsout_core::validate::parse_run;
+use lightsout_worker::local::{run_local, Event, LocalRun, SandboxCommand};
+use serde_json::Value;
+
+const CLAUDE_CODE: &str = "2.1.332";
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_reviews_through_the_proxy_in_the_sandbox() {
+    let server =
+        ScriptedServer::start(ScriptedConfig { expected_api_key: Some("real-key".into()), faults: Faults::default() })
+            .await
+            .unwrap();
+    let dataset =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl").canonicalize().unwrap();
+    let yaml = format!(
+        r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {{name: claude-code-e2e}}
+spec:
+  dataset:
+    format: crbugbench
+    source: "file://{}"
+    filter: {{ids: [pyledger-001, tinyq-003]}}
+  agent: {{harness: {{name: claude-code, version: "{CLAUDE_CODE}"}}, timeout: 3m, maxTurns: 10}}
+  matrix: {{models: [{{name: claude-sonnet-4-5, provider: p}}], reasoningEfforts: [high]}}
+  judges: {{panel: [{{name: claude-haiku-4-5, provider: p}}]}}
+  providers: {{p: {{baseUrl: "{}", apiKind: anthropic, apiKeyEnv: E2E_KEY}}}}
+  storage: {{results: "file:///unused"}}
+  parallelism: 2
+  retries: 0
+"#,
+        dataset.display(),
+        server.base_url()
+    );
+    let results = tempfile::tempdir().unwrap();
+    let sandboxed = is_root();
+    let config = LocalRun {
+        run: parse_run(&yaml, "claude-code-e2e.yaml").unwrap(),
+        results_uri: Some(format!("file://{}", results.path().display())),
+        pricing: PricingTable::default(),
+        env: Box::new(|name| (name == "E2E_KEY").then(|| "real-key".to_string())),
+        retry_delay: Duration::from_millis(10),
+        model_retry: RetryPolicy::default(),
+        harness_root: lightsout_worker::harness::default_root(),
+        sandbox: sandboxed.then(|| SandboxCommand {
+            program: env!("CARGO_BIN_EXE_lightsout-worker").into(),
+            leading_args: vec!["sandbox".into()],
+        }),
+        upload_deadline: Duration::from_secs(30),
+    };
+    let events = Mutex::new(Vec::new());
+    let report = run_local(config, |e| events.lock().unwrap().push(e)).await.unwrap();
+    let events = events.into_inner().unwrap();
+    let v = &report.summary.variants[0];
+    let failures: Vec<String> = walk(results.path(), "result.json")
+        .iter()
+        .map(|f| {
+            let dir = f.parent().unwrap();
+            let result: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
+            let stderr = std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default();
+            format!("{}\n--- agent.stderr:\n{stderr}", result["error"])
+        })
+        .collect();
+    assert_eq!(v.trials.ok, 2, "{:#?}\n{events:#?}\n{}", v.trials, failures.join("\n"));
+    assert_eq!(v.scored, 2);
+    assert!(v.agent_tokens.output_tokens > 0 && v.spend.agent_usd > 0.0, "usage metered and priced: {v:?}");
+    if !sandboxed {
+        assert!(events.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("WITHOUT the network sandbox"))));
+    }
+
+    // The provider saw only the real key; the harness only ever had the dummy one. Claude Code
+    // spoke the Messages API, streaming, and nothing else reached the provider: no side calls,
+    // no connectivity check.
+    let requests = server.requests();
+    assert!(requests.iter().all(|r| r.api_key.as_deref() == Some("real-key")), "{requests:?}");
+    let agent: Vec<_> = requests.iter().filter(|r| r.role == Some(Role::Agent)).collect();
+    assert_eq!(agent.len(), 6, "3 turns per trial: {requests:?}");
+    assert!(agent.iter().all(|r| r.path == "/v1/messages" && r.stream && r.status == 200), "{agent:?}");
+    assert!(
+        agent.iter().all(|r| r.model.as_deref() == Some("claude-sonnet-4-5")),
+        "the variant's model, no other: {agent:?}"
+    );
+
+    for trial in walk(results.path(), "result.json") {
+        let dir = trial.parent().unwrap();
+        let result: Value = serde_json::from_slice(&std::fs::read(&trial).unwrap()).unwrap();
+        assert_eq!(result["outcome"], "ok", "{result}");
+        assert_eq!(result["harness_version_reported"], CLAUDE_CODE, "the version that actually ran");
+        assert_eq!(result["trajectory"]["turns"], 3, "{result}");
+        assert_eq!(result["trajectory"]["action_mix"]["write"], 1, "{result}");
+        assert!(result["findings"].as_u64().unwrap() >= 3, "{result}");
+        let review = std::fs::read_to_string(dir.join("review.md")).unwrap();
+        assert!(review.starts_with("# Review"), "{review}");
+
+        let exchanges = unpack(&dir.join(EXCHANGES_ARTIFACT));
+        assert_eq!(exchanges.lines().count(), 3);
+        assert!(!exchanges.contains("real-key"), "credentials are never recorded");
+        for line in exchanges.lines() {
+            let exchange: Value = serde_json::from_str(line).unwrap();
+            let request = &exchange["request"];
+            let tools: Vec<&str> =
+                request["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+            assert!(tools.contains(&"Bash"), "Claude Code's shell tool is offered: {tools:?}");
+            assert!(!tools.iter().any(|t| t.starts_with("Web")), "web tools are switched off: {tools:?}");
+            // High effort: the extended-thinking budget is Claude Code's largest.
+            assert_eq!(request["thinking"]["type"], "enabled", "{}", request["thinking"]);
+            assert!(request["thinking"]["budget_tokens"].as_u64().unwrap() > 10_000, "{}", request["thinking"]);
+        }
+        let trajectory = unpack(&dir.join(TRAJECTORY_ARTIFACT));
+        assert!(
+            trajectory.contains("\"name\":\"Bash\"")
+                && trajectory.contains("\"action\":\"write\"")
+                && trajectory.contains("review.md"),
+            "{trajectory}"
+        );
+
+        // Claude Code's own log: its messages as JSON lines, from its start-up (key from the
+        // environment, the pinned version) to its result (the final answer, no error).
+        let stdout = std::fs::read_to_string(dir.join("agent.stdout")).unwrap();
+        let log: Vec<Value> = stdout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+        let init = log.iter().find(|e| e["type"] == "system" && e["subtype"] == "init").expect(&stdout);
+        assert_eq!(init["apiKeySource"], "ANTHROPIC_API_KEY", "{init}");
+        assert_eq!(init["claude_code_version"], CLAUDE_CODE, "{init}");
+        assert_eq!(init["permissionMode"], "bypassPermissions", "{init}");
+        let outcome = log.iter().rev().find(|e| e["type"] == "result").expect(&stdout);
+        assert_eq!((&outcome["subtype"], &outcome["is_error"]), (&Value::from("success"), &Value::from(false)));
+        assert_eq!(outcome["result"], "The review is written.");
+        assert_eq!(outcome["num_turns"], 3, "{outcome}");
+        assert!(dir.join("verdicts.json").exists());
+    }
+}
+
+/// A compressed JSON-lines artifact, as text.
+fn unpack(path: &Path) -> String {
+    String::from_utf8(decompress(&std::fs::read(path).unwrap()).unwrap()).unwrap()
+}
+
+fn walk(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path, name));
+        } else if path.file_name().is_some_and(|n| n == name) {
+            out.push(path);
+        }
+    }
+    out
+}

@@ -1,0 +1,159 @@
+//! A real, pinned GitHub Copilot CLI (`@github/copilot` from npm) reviewing sample tasks end to
+//! end: installed at its exact version, run offline in the task's repository behind the metering
+//! proxy — inside the network and filesystem sandbox when the tests run as root, as CI does —
+//! against the scripted model server over OpenAI Chat Completions (its custom-provider mode, no
+//! GitHub sign-in); its review is parsed, its trajectory classified, its usage priced.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use lightsout_core::model::RetryPolicy;
+use lightsout_core::pricing::PricingTable;
+use lightsout_core::scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
+use lightsout_core::validate::parse_run;
+use lightsout_worker::local::{run_local, Event, LocalRun, SandboxCommand};
+use serde_json::Value;
+
+const COPILOT: &str = "1.0.102";
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copilot_cli_reviews_through_the_proxy_in_the_sandbox() {
+    let server =
+        ScriptedServer::start(ScriptedConfig { expected_api_key: Some("real-key".into()), faults: Faults::default() })
+            .await
+            .unwrap();
+    let dataset =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl").canonicalize().unwrap();
+    let yaml = format!(
+        r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {{name: copilot-cli-e2e}}
+spec:
+  dataset:
+    format: crbugbench
+    source: "file://{}"
+    filter: {{ids: [pyledger-001, tinyq-003]}}
+  agent: {{harness: {{name: copilot-cli, version: "{COPILOT}"}}, timeout: 3m}}
+  matrix: {{models: [{{name: gpt-5-mini, provider: p}}], reasoningEfforts: [high]}}
+  judges: {{panel: [{{name: claude-haiku-4-5, provider: p}}]}}
+  providers: {{p: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: E2E_KEY}}}}
+  storage: {{results: "file:///unused"}}
+  parallelism: 2
+  retries: 0
+"#,
+        dataset.display(),
+        server.base_url()
+    );
+    let results = tempfile::tempdir().unwrap();
+    let sandboxed = is_root();
+    let config = LocalRun {
+        run: parse_run(&yaml, "copilot-cli-e2e.yaml").unwrap(),
+        results_uri: Some(format!("file://{}", results.path().display())),
+        pricing: PricingTable::default(),
+        env: Box::new(|name| (name == "E2E_KEY").then(|| "real-key".to_string())),
+        retry_delay: Duration::from_millis(10),
+        model_retry: RetryPolicy::default(),
+        harness_root: lightsout_worker::harness::default_root(),
+        sandbox: sandboxed.then(|| SandboxCommand {
+            program: env!("CARGO_BIN_EXE_lightsout-worker").into(),
+            leading_args: vec!["sandbox".into()],
+        }),
+        upload_deadline: Duration::from_secs(30),
+    };
+    let events = Mutex::new(Vec::new());
+    let report = run_local(config, |e| events.lock().unwrap().push(e)).await.unwrap();
+    let events = events.into_inner().unwrap();
+    let v = &report.summary.variants[0];
+    let failures: Vec<String> = walk(results.path(), "result.json")
+        .iter()
+        .map(|f| {
+            let dir = f.parent().unwrap();
+            let result: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
+            let stderr = std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default();
+            format!("{}\n--- agent.stderr:\n{stderr}", result["error"])
+        })
+        .collect();
+    assert_eq!(v.trials.ok, 2, "{:#?}\n{events:#?}\n{}", v.trials, failures.join("\n"));
+    assert_eq!(v.scored, 2);
+    assert!(v.agent_tokens.output_tokens > 0 && v.spend.agent_usd > 0.0, "usage metered and priced: {v:?}");
+    if !sandboxed {
+        assert!(events.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("WITHOUT the network sandbox"))));
+    }
+
+    // The provider saw only the real key; the harness only ever had the dummy one. Copilot spoke
+    // Chat Completions, streamed, and nothing else reached the provider: no GitHub sign-in, no
+    // utility calls of its own.
+    let requests = server.requests();
+    assert!(requests.iter().all(|r| r.api_key.as_deref() == Some("real-key")), "{requests:?}");
+    let agent: Vec<_> = requests.iter().filter(|r| r.role == Some(Role::Agent)).collect();
+    assert_eq!(agent.len(), 6, "3 turns per trial: {requests:?}");
+    assert!(agent.iter().all(|r| r.path == "/v1/chat/completions" && r.stream && r.status == 200), "{agent:?}");
+    assert!(agent.iter().all(|r| r.model.as_deref() == Some("gpt-5-mini")), "{agent:?}");
+
+    for trial in walk(results.path(), "result.json") {
+        let dir = trial.parent().unwrap();
+        let result: Value = serde_json::from_slice(&std::fs::read(&trial).unwrap()).unwrap();
+        assert_eq!(result["outcome"], "ok", "{result}");
+        assert_eq!(result["harness_version_reported"], COPILOT, "the version that actually ran");
+        assert_eq!(result["trajectory"]["turns"], 3, "{result}");
+        assert_eq!(result["trajectory"]["action_mix"]["write"], 1, "{result}");
+        assert!(result["findings"].as_u64().unwrap() >= 3, "{result}");
+        let review = std::fs::read_to_string(dir.join("review.md")).unwrap();
+        assert!(review.starts_with("# Review"), "{review}");
+
+        let exchanges = std::fs::read_to_string(dir.join("exchanges.jsonl")).unwrap();
+        assert_eq!(exchanges.lines().count(), 3);
+        assert!(!exchanges.contains("real-key"), "credentials are never recorded");
+        for line in exchanges.lines() {
+            let exchange: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(exchange["request"]["reasoning_effort"], "high", "the variant's effort is passed on");
+            let tools: Vec<&str> = exchange["request"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .collect();
+            assert!(tools.contains(&"bash") && tools.contains(&"read_bash"), "Copilot's shell tools: {tools:?}");
+            // Offline mode drops the tools that reach GitHub or the web.
+            assert!(!tools.contains(&"web_fetch") && !tools.contains(&"semantic_code_search"), "{tools:?}");
+        }
+        let trajectory = std::fs::read_to_string(dir.join("trajectory.jsonl")).unwrap();
+        assert!(
+            trajectory.contains("\"name\":\"bash\"")
+                && trajectory.contains("\"action\":\"write\"")
+                && trajectory.contains("review.md"),
+            "{trajectory}"
+        );
+
+        // Copilot's own log: its events as JSON lines ending with the run's result, and the
+        // session as markdown.
+        let stdout = std::fs::read_to_string(dir.join("agent.stdout")).unwrap();
+        let events: Vec<Value> = stdout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+        let result_event = events.iter().find(|e| e["type"] == "result").unwrap_or_else(|| panic!("{stdout}"));
+        assert_eq!(result_event["exitCode"], 0, "{result_event}");
+        assert!(events.iter().any(|e| e["type"] == "assistant.message"), "{stdout}");
+        let session = std::fs::read_to_string(dir.join("harness-copilot-session.md")).unwrap();
+        assert!(session.contains("The review is written."), "{session}");
+        assert!(dir.join("verdicts.json").exists());
+    }
+}
+
+fn walk(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path, name));
+        } else if path.is_file() && path.file_name().is_some_and(|n| n == name) {
+            out.push(path);
+        }
+    }
+    out
+}
