@@ -1,8 +1,9 @@
 //! A real, pinned GitHub Copilot CLI (`@github/copilot` from npm) reviewing sample tasks end to
 //! end: installed at its exact version, run offline in the task's repository behind the metering
 //! proxy — inside the network and filesystem sandbox when the tests run as root, as CI does —
-//! against the scripted model server over OpenAI Chat Completions (its custom-provider mode, no
-//! GitHub sign-in); its review is parsed, its trajectory classified, its usage priced.
+//! against the scripted model server over OpenAI Chat Completions and over Anthropic Messages
+//! (its custom-provider mode, no GitHub sign-in); its review is parsed, its trajectory
+//! classified, its usage priced.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -41,15 +42,19 @@ spec:
     source: "file://{}"
     filter: {{ids: [pyledger-001, tinyq-003]}}
   agent: {{harness: {{name: copilot-cli, version: "{COPILOT}"}}, timeout: 3m}}
-  matrix: {{models: [{{name: gpt-5-mini, provider: p}}], reasoningEfforts: [high]}}
+  matrix:
+    models: [{{name: gpt-5-mini, provider: p}}, {{name: claude-haiku-4-5, provider: a}}]
+    reasoningEfforts: [high]
   judges: {{panel: [{{name: claude-haiku-4-5, provider: p}}]}}
-  providers: {{p: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: E2E_KEY}}}}
+  providers:
+    p: {{baseUrl: "{base}", apiKind: openai-chat, apiKeyEnv: E2E_KEY}}
+    a: {{baseUrl: "{base}", apiKind: anthropic, apiKeyEnv: E2E_KEY}}
   storage: {{results: "file:///unused"}}
   parallelism: 2
   retries: 0
 "#,
         dataset.display(),
-        server.base_url()
+        base = server.base_url()
     );
     let results = tempfile::tempdir().unwrap();
     let sandboxed = is_root();
@@ -70,7 +75,6 @@ spec:
     let events = Mutex::new(Vec::new());
     let report = run_local(config, |e| events.lock().unwrap().push(e)).await.unwrap();
     let events = events.into_inner().unwrap();
-    let v = &report.summary.variants[0];
     let failures: Vec<String> = walk(results.path(), "result.json")
         .iter()
         .map(|f| {
@@ -80,22 +84,28 @@ spec:
             format!("{}\n--- agent.stderr:\n{stderr}", result["error"])
         })
         .collect();
-    assert_eq!(v.trials.ok, 2, "{:#?}\n{events:#?}\n{}", v.trials, failures.join("\n"));
-    assert_eq!(v.scored, 2);
-    assert!(v.agent_tokens.output_tokens > 0 && v.spend.agent_usd > 0.0, "usage metered and priced: {v:?}");
+    assert_eq!(report.summary.variants.len(), 2);
+    for v in &report.summary.variants {
+        assert_eq!(v.trials.ok, 2, "{:#?}\n{events:#?}\n{}", v.trials, failures.join("\n"));
+        assert_eq!(v.scored, 2);
+        assert!(v.agent_tokens.output_tokens > 0 && v.spend.agent_usd > 0.0, "usage metered and priced: {v:?}");
+    }
     if !sandboxed {
         assert!(events.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("WITHOUT the network sandbox"))));
     }
 
     // The provider saw only the real key; the harness only ever had the dummy one. Copilot spoke
-    // Chat Completions, streamed, and nothing else reached the provider: no GitHub sign-in, no
+    // each provider's API, streamed, and nothing else reached the provider: no GitHub sign-in, no
     // utility calls of its own.
     let requests = server.requests();
     assert!(requests.iter().all(|r| r.api_key.as_deref() == Some("real-key")), "{requests:?}");
     let agent: Vec<_> = requests.iter().filter(|r| r.role == Some(Role::Agent)).collect();
-    assert_eq!(agent.len(), 6, "3 turns per trial: {requests:?}");
-    assert!(agent.iter().all(|r| r.path == "/v1/chat/completions" && r.stream && r.status == 200), "{agent:?}");
-    assert!(agent.iter().all(|r| r.model.as_deref() == Some("gpt-5-mini")), "{agent:?}");
+    assert_eq!(agent.len(), 12, "3 turns per trial: {requests:?}");
+    assert!(agent.iter().all(|r| r.stream && r.status == 200), "{agent:?}");
+    for (path, model) in [("/v1/chat/completions", "gpt-5-mini"), ("/v1/messages", "claude-haiku-4-5")] {
+        let calls = agent.iter().filter(|r| r.path == path && r.model.as_deref() == Some(model)).count();
+        assert_eq!(calls, 6, "{path}: {agent:?}");
+    }
 
     for trial in walk(results.path(), "result.json") {
         let dir = trial.parent().unwrap();
@@ -108,23 +118,38 @@ spec:
         let review = std::fs::read_to_string(dir.join("review.md")).unwrap();
         assert!(review.starts_with("# Review"), "{review}");
 
-        let exchanges = std::fs::read_to_string(dir.join("exchanges.jsonl")).unwrap();
+        let exchanges = String::from_utf8(
+            lightsout_core::compress::decompress(&std::fs::read(dir.join("exchanges.jsonl.zst")).unwrap()).unwrap(),
+        )
+        .unwrap();
         assert_eq!(exchanges.lines().count(), 3);
         assert!(!exchanges.contains("real-key"), "credentials are never recorded");
-        for line in exchanges.lines() {
+        for (i, line) in exchanges.lines().enumerate() {
             let exchange: Value = serde_json::from_str(line).unwrap();
-            assert_eq!(exchange["request"]["reasoning_effort"], "high", "the variant's effort is passed on");
-            let tools: Vec<&str> = exchange["request"]["tools"]
+            // The variant's effort is passed on: as extended thinking over the Messages API,
+            // which Copilot asks for only while the answers so far carry thinking blocks (the
+            // scripted model's do not).
+            let request = &exchange["request"];
+            match exchange["path"].as_str() {
+                Some("/chat/completions") => assert_eq!(request["reasoning_effort"], "high", "{request}"),
+                Some("/messages") if i == 0 => assert_eq!(request["thinking"]["type"], "enabled", "{request}"),
+                Some("/messages") => {}
+                other => panic!("unexpected path {other:?}"),
+            }
+            let tools: Vec<&str> = request["tools"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter_map(|t| t["function"]["name"].as_str())
+                .filter_map(|t| t["function"]["name"].as_str().or(t["name"].as_str()))
                 .collect();
             assert!(tools.contains(&"bash") && tools.contains(&"read_bash"), "Copilot's shell tools: {tools:?}");
             // Offline mode drops the tools that reach GitHub or the web.
             assert!(!tools.contains(&"web_fetch") && !tools.contains(&"semantic_code_search"), "{tools:?}");
         }
-        let trajectory = std::fs::read_to_string(dir.join("trajectory.jsonl")).unwrap();
+        let trajectory = String::from_utf8(
+            lightsout_core::compress::decompress(&std::fs::read(dir.join("trajectory.jsonl.zst")).unwrap()).unwrap(),
+        )
+        .unwrap();
         assert!(
             trajectory.contains("\"name\":\"bash\"")
                 && trajectory.contains("\"action\":\"write\"")

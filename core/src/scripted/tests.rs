@@ -385,10 +385,8 @@ fn streamed_message(frames: &[sse::Frame]) -> (Vec<Value>, String) {
                 "input_json_delta" => partial_json[index].push_str(payload["delta"]["partial_json"].as_str().unwrap()),
                 other => panic!("unexpected delta {other}"),
             },
-            "content_block_stop" => {
-                if blocks[index]["type"] == "tool_use" {
-                    blocks[index]["input"] = serde_json::from_str(&partial_json[index]).expect("the input is JSON");
-                }
+            "content_block_stop" if blocks[index]["type"] == "tool_use" => {
+                blocks[index]["input"] = serde_json::from_str(&partial_json[index]).expect("the input is JSON");
             }
             "message_delta" => stop_reason = payload["delta"]["stop_reason"].as_str().expect("stop reason").to_string(),
             _ => {}
