@@ -59,12 +59,12 @@ fn a_dataset_with_no_valid_task_is_an_error_naming_its_lines() {
 }
 
 #[test]
-fn an_unavailable_harness_is_refused_before_anything_runs() {
+fn a_built_in_harness_at_another_version_is_refused_before_anything_runs() {
     let err = refused(&quickstart_with(&[(
         "name: single-shot, version: \"1.0.0\"",
-        "name: copilot-cli, version: \"1.0.102\"",
+        "name: single-shot, version: \"2.0.0\"",
     )]));
-    assert!(err.contains("harness copilot-cli is not available"), "{err}");
+    assert!(err.contains("single-shot is pinned to 2.0.0 but this build has single-shot 1.0.0"), "{err}");
 }
 
 #[test]

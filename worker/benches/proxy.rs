@@ -5,16 +5,20 @@
 //!
 //! A minimal upstream (axum, on 127.0.0.1) answers `POST /v1/chat/completions` with a fixed small
 //! chat completion, or — when the request asks for a stream — with a first SSE chunk at once, a
-//! pause of [`STREAM_PAUSE`], then the rest and `data: [DONE]`. The same keep-alive client calls
-//! it directly and through a `MeteringProxy` (with its exchange log on), alternating.
+//! pause of [`STREAM_PAUSE`], then the rest and `data: [DONE]`; a "paced" stream sends
+//! [`PACED_CHUNKS`] small chunks [`PACED_GAP`] apart, as a model streams tokens. The same
+//! keep-alive client calls it directly and through a `MeteringProxy` (with its exchange log on),
+//! alternating.
 //!
 //! Client, proxy and upstream each get their own tokio runtime (standing in for three
 //! processes), all sharing this machine's cores. Per-runtime CPU time comes from
-//! `/proc/self/task/<tid>/stat`.
+//! `/proc/self/task/<tid>/stat`, and the whole machine's from `/proc/stat`, so that load from
+//! other processes shows.
 //!
 //! `cargo bench -p lightsout-worker --bench proxy`. Knobs (environment): `BENCH_LATENCY_N`
 //! (2000), `BENCH_STREAM_N` (100), `BENCH_CONCURRENCY` (64), `BENCH_SECS` (5), `BENCH_THREADS`
-//! (worker threads per runtime, default: the number of cores).
+//! (worker threads per runtime, default: the number of cores), `BENCH_UPSTREAM_NODELAY` (1; 0
+//! leaves Nagle's algorithm on in the upstream, as `axum::serve` does by default).
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -634,13 +638,18 @@ fn main() {
             cpu[3], cpu[4], cpu[5]
         );
     }
-    let proxied_requests = proxied_rate * secs;
-    if proxied_requests > 0.0 {
+    if proxied_rate > 0.0 {
         let proxy_us = proxied_cpu[1] / (proxied_rate * run_secs) * 1e6;
         println!(
             "   proxy CPU per request ≈ {proxy_us:.0} µs → the proxy alone could serve ≈ {:.0} requests/s on {cores} \
              cores if client and upstream ran elsewhere",
             cores as f64 * 1e6 / proxy_us
+        );
+        let all_us = (proxied_cpu[0] + proxied_cpu[1] + proxied_cpu[2]) / (proxied_rate * run_secs) * 1e6;
+        println!(
+            "   client + proxy + upstream CPU per proxied request ≈ {all_us:.0} µs → ≈ {:.0} requests/s if this \
+             benchmark had the {cores} cores to itself (other processes took the rest of the machine above)",
+            cores as f64 * 1e6 / all_us
         );
     }
     println!("   note: client, proxy and upstream all run on the same {cores} cores, so the proxied figure is a floor");

@@ -86,7 +86,10 @@ async fn publish<S: ResultStore + Clone>(
     artifacts: Vec<Artifact>,
     deadline: Duration,
 ) -> std::io::Result<()> {
-    let spool = spool_root().join(run).join(trial).join(format!("attempt-{attempt}"));
+    // Keyed by the destination too: two runs of the same spec into different stores (or two
+    // tests) must never share a spool.
+    let destination = lightsout_core::hash::short_hash(store.uri("").as_bytes());
+    let spool = spool_root().join(destination).join(run).join(trial).join(format!("attempt-{attempt}"));
     // A spool left by an interrupted process belongs to an attempt that is being redone now.
     let _ = tokio::fs::remove_dir_all(&spool).await;
     let uploader = Uploader::new(store.clone(), &spool)

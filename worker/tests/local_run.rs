@@ -183,6 +183,9 @@ async fn an_interrupted_run_resumes_without_duplicating_a_trial() {
         _ = interrupted => panic!("the run finished before it could be interrupted"),
         _ = stop.notified() => {}
     }
+    // File writes already handed to tokio's blocking pool finish after the future is dropped (a
+    // killed process would not finish them); let them land before counting.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let done_before = result_files(dir.path());
     assert!(done_before.len() >= 2 && done_before.len() < 10, "{done_before:?}");
     let first_contents: Vec<Vec<u8>> = done_before.iter().map(|f| std::fs::read(dir.path().join(f)).unwrap()).collect();

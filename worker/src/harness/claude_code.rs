@@ -292,6 +292,19 @@ mod tests {
     }
 
     #[test]
+    fn only_anthropic_providers_are_accepted() {
+        use lightsout_core::api::{HarnessName, HarnessRef};
+        let harness = HarnessRef { name: HarnessName::ClaudeCode, version: "2.1.332".into() };
+        assert!(super::super::is_available(HarnessName::ClaudeCode));
+        assert!(super::super::check(&harness).is_ok());
+        assert!(super::super::check_api(&harness, ApiKind::Anthropic).is_ok());
+        for api in [ApiKind::OpenAiChat, ApiKind::OpenAiResponses] {
+            let refused = super::super::check_api(&harness, api).unwrap_err();
+            assert!(refused.contains("use apiKind: anthropic"), "{refused}");
+        }
+    }
+
+    #[test]
     fn the_base_url_loses_its_v1() {
         assert_eq!(base_url("http://127.0.0.1:4000/v1"), "http://127.0.0.1:4000");
         assert_eq!(base_url("http://127.0.0.1:4000/v1/"), "http://127.0.0.1:4000");
