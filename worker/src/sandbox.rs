@@ -172,6 +172,8 @@ fn enter_and_run(args: &SandboxArgs) -> io::Result<i32> {
 
 /// Copies bytes both ways between an agent's TCP connection and the proxy's Unix socket.
 fn forward(tcp: TcpStream, socket: &std::path::Path) {
+    // Small streamed writes must not wait for ACKs (see the proxy's listener).
+    let _ = tcp.set_nodelay(true);
     let Ok(unix) = UnixStream::connect(socket) else { return };
     let (Ok(mut tcp_read), Ok(mut unix_write)) = (tcp.try_clone(), unix.try_clone()) else { return };
     let upstream = std::thread::spawn(move || {

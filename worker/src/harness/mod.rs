@@ -194,7 +194,19 @@ impl Installed {
     }
 
     /// The version the harness reports about itself, recorded with the result.
+    /// Asking a harness for its version starts it (a Python import for mini-swe-agent takes
+    /// ~170 ms), so the answer is asked once per install and kept beside it.
     pub async fn reported_version(&self) -> Option<String> {
+        let cache = self.dir.join(".reported-version");
+        if let Ok(version) = tokio::fs::read_to_string(&cache).await {
+            return Some(version.trim().to_string()).filter(|v| !v.is_empty());
+        }
+        let version = self.ask_version().await?;
+        let _ = tokio::fs::write(&cache, &version).await;
+        Some(version)
+    }
+
+    async fn ask_version(&self) -> Option<String> {
         match self.harness.name {
             HarnessName::MiniSweAgent => mini_swe_agent::reported_version(&self.dir).await,
             HarnessName::Codex => codex::reported_version(&self.dir).await,

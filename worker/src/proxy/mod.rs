@@ -183,6 +183,11 @@ impl MeteringProxy {
         let (shutdown, stopped) = oneshot::channel::<()>();
         let (unix_shutdown, unix_stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
+            // Streamed tokens arrive as small writes; without TCP_NODELAY, Nagle's algorithm and
+            // delayed ACKs hold one back ~40 ms at the start of many streams.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let tcp = axum::serve(listener, app.clone()).with_graceful_shutdown(async {
                 let _ = stopped.await;
                 let _ = unix_shutdown.send(());
