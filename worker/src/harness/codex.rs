@@ -68,23 +68,8 @@ pub async fn install(root: &Path, version: &str) -> Result<PathBuf, InstallError
     let staging = parent.join(format!("{version}.partial"));
     let _ = tokio::fs::remove_dir_all(&staging).await;
     tokio::fs::create_dir_all(&staging).await.map_err(InstallError::io(&staging))?;
-    let npm = if Path::new("/usr/bin/npm").exists() { "/usr/bin/npm" } else { "npm" };
     let requirement = format!("{PACKAGE}@{version}");
-    super::run_installer(
-        npm,
-        &[
-            "install".as_ref(),
-            "--prefix".as_ref(),
-            staging.as_os_str(),
-            "--no-audit".as_ref(),
-            "--no-fund".as_ref(),
-            "--no-update-notifier".as_ref(),
-            // The packages need no install scripts; none are run.
-            "--ignore-scripts".as_ref(),
-            requirement.as_ref(),
-        ],
-    )
-    .await?;
+    super::npm_install(&staging, &requirement).await?;
     // npm skips an optional dependency it cannot install without failing the install.
     let native = binary(&staging);
     if !native.exists() {

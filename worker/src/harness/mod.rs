@@ -120,6 +120,26 @@ async fn run_installer(program: impl AsRef<OsStr>, args: &[&OsStr]) -> Result<()
     Ok(())
 }
 
+/// `npm install PACKAGE@VERSION` into `staging`, without install scripts: the npm harnesses
+/// ship their native executable as a per-platform optional dependency and need none.
+async fn npm_install(staging: &Path, requirement: &str) -> Result<(), InstallError> {
+    let npm = if Path::new("/usr/bin/npm").exists() { "/usr/bin/npm" } else { "npm" };
+    run_installer(
+        npm,
+        &[
+            "install".as_ref(),
+            "--prefix".as_ref(),
+            staging.as_os_str(),
+            "--no-audit".as_ref(),
+            "--no-fund".as_ref(),
+            "--no-update-notifier".as_ref(),
+            "--ignore-scripts".as_ref(),
+            requirement.as_ref(),
+        ],
+    )
+    .await
+}
+
 /// An agentic harness installed at an exact version.
 #[derive(Debug, Clone)]
 pub struct Installed {
