@@ -4,23 +4,16 @@
 //! the scripted model server over the OpenAI Responses API; its review is parsed, its trajectory
 //! classified, its usage priced.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Duration;
 
-use lightsout_core::model::RetryPolicy;
-use lightsout_core::pricing::PricingTable;
 use lightsout_core::scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
-use lightsout_core::validate::parse_run;
-use lightsout_worker::local::{run_local, Event, LocalRun, SandboxCommand};
+use lightsout_worker::local::{run_local, Event};
 use serde_json::Value;
 
 const CODEX: &str = "0.171.0";
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_reviews_through_the_proxy_in_the_sandbox() {
@@ -52,26 +45,13 @@ spec:
         server.base_url()
     );
     let results = tempfile::tempdir().unwrap();
-    let sandboxed = is_root();
-    let config = LocalRun {
-        run: parse_run(&yaml, "codex-e2e.yaml").unwrap(),
-        results_uri: Some(format!("file://{}", results.path().display())),
-        pricing: PricingTable::default(),
-        env: Box::new(|name| (name == "E2E_KEY").then(|| "real-key".to_string())),
-        retry_delay: Duration::from_millis(10),
-        model_retry: RetryPolicy::default(),
-        harness_root: lightsout_worker::harness::default_root(),
-        sandbox: sandboxed.then(|| SandboxCommand {
-            program: env!("CARGO_BIN_EXE_lightsout-worker").into(),
-            leading_args: vec!["sandbox".into()],
-        }),
-        upload_deadline: Duration::from_secs(30),
-    };
+    let sandboxed = common::is_root();
+    let config = common::e2e_config(&yaml, "codex-e2e.yaml", results.path(), sandboxed);
     let events = Mutex::new(Vec::new());
     let report = run_local(config, |e| events.lock().unwrap().push(e)).await.unwrap();
     let events = events.into_inner().unwrap();
     let v = &report.summary.variants[0];
-    let failures: Vec<String> = walk(results.path(), "result.json")
+    let failures: Vec<String> = common::walk(results.path(), "result.json")
         .iter()
         .map(|f| {
             let dir = f.parent().unwrap();
@@ -95,7 +75,7 @@ spec:
     assert_eq!(agent.len(), 6, "3 turns per trial: {requests:?}");
     assert!(agent.iter().all(|r| r.path == "/v1/responses" && r.stream && r.status == 200), "{agent:?}");
 
-    for trial in walk(results.path(), "result.json") {
+    for trial in common::walk(results.path(), "result.json") {
         let dir = trial.parent().unwrap();
         let result: Value = serde_json::from_slice(&std::fs::read(&trial).unwrap()).unwrap();
         assert_eq!(result["outcome"], "ok", "{result}");
@@ -141,17 +121,4 @@ spec:
         assert_eq!(last.trim(), "The review is written.");
         assert!(dir.join("verdicts.json").exists());
     }
-}
-
-fn walk(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path, name));
-        } else if path.file_name().is_some_and(|n| n == name) {
-            out.push(path);
-        }
-    }
-    out
 }

@@ -3,23 +3,16 @@
 //! inside the network and filesystem sandbox when the tests run as root, as CI does — against
 //! the scripted model server; its review is parsed, its trajectory classified, its usage priced.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Duration;
 
-use lightsout_core::model::RetryPolicy;
-use lightsout_core::pricing::PricingTable;
 use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
-use lightsout_core::validate::parse_run;
-use lightsout_worker::local::{run_local, Event, LocalRun, SandboxCommand};
+use lightsout_worker::local::{run_local, Event};
 use serde_json::Value;
 
 const MINI_SWE_AGENT: &str = "2.4.6";
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mini_swe_agent_reviews_through_the_proxy_in_the_sandbox() {
@@ -51,26 +44,13 @@ spec:
         server.base_url()
     );
     let results = tempfile::tempdir().unwrap();
-    let sandboxed = is_root();
-    let config = LocalRun {
-        run: parse_run(&yaml, "e2e.yaml").unwrap(),
-        results_uri: Some(format!("file://{}", results.path().display())),
-        pricing: PricingTable::default(),
-        env: Box::new(|name| (name == "E2E_KEY").then(|| "real-key".to_string())),
-        retry_delay: Duration::from_millis(10),
-        model_retry: RetryPolicy::default(),
-        harness_root: lightsout_worker::harness::default_root(),
-        sandbox: sandboxed.then(|| SandboxCommand {
-            program: env!("CARGO_BIN_EXE_lightsout-worker").into(),
-            leading_args: vec!["sandbox".into()],
-        }),
-        upload_deadline: Duration::from_secs(30),
-    };
+    let sandboxed = common::is_root();
+    let config = common::e2e_config(&yaml, "e2e.yaml", results.path(), sandboxed);
     let events = Mutex::new(Vec::new());
     let report = run_local(config, |e| events.lock().unwrap().push(e)).await.unwrap();
     let events = events.into_inner().unwrap();
     let v = &report.summary.variants[0];
-    let errors: Vec<String> = walk(results.path(), "result.json")
+    let errors: Vec<String> = common::walk(results.path(), "result.json")
         .iter()
         .map(|f| serde_json::from_slice::<Value>(&std::fs::read(f).unwrap()).unwrap()["error"].to_string())
         .collect();
@@ -89,7 +69,7 @@ spec:
         "3 turns per trial"
     );
 
-    for trial in walk(results.path(), "result.json") {
+    for trial in common::walk(results.path(), "result.json") {
         let dir = trial.parent().unwrap();
         let result: Value = serde_json::from_slice(&std::fs::read(&trial).unwrap()).unwrap();
         assert_eq!(result["outcome"], "ok", "{result}");
@@ -113,17 +93,4 @@ spec:
         assert!(dir.join("harness-mini-swe-agent-trajectory.json").exists(), "the harness's own log is kept");
         assert!(dir.join("verdicts.json").exists());
     }
-}
-
-fn walk(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path, name));
-        } else if path.file_name().is_some_and(|n| n == name) {
-            out.push(path);
-        }
-    }
-    out
 }
