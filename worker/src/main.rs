@@ -7,6 +7,10 @@
 //!   Exit status: 0 when the attempt's result is stored (whatever the agent did), 3 when an
 //!   infrastructure failure ended it (the controller retries), 2 for a bad job.
 //! - `sandbox …`: the agent sandbox's entry point, started by the worker itself.
+//! - `resolve HOST:PORT`: prints the addresses the worker resolves a name to, for debugging a
+//!   task image's DNS setup (the static worker brings its own resolver, reading the image's
+//!   `/etc/hosts`, `/etc/resolv.conf` and `/etc/nsswitch.conf`).
+//! - `--version`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -123,7 +127,7 @@ fn run_job(file: &std::path::Path) -> ExitCode {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: lightsout-worker run --job FILE\n       lightsout-worker install-harness NAME VERSION [--root DIR]\n       lightsout-worker sandbox --socket S --port P [--hide DIR]... [--user UID:GID] -- PROGRAM [ARGS]...");
+    eprintln!("usage: lightsout-worker run --job FILE\n       lightsout-worker install-harness NAME VERSION [--root DIR]\n       lightsout-worker resolve HOST:PORT\n       lightsout-worker --version\n       lightsout-worker sandbox --socket S --port P [--hide DIR]... [--user UID:GID] -- PROGRAM [ARGS]...");
     ExitCode::from(2)
 }
 
@@ -138,11 +142,34 @@ fn main() -> ExitCode {
             }
         },
         Some("install-harness") => install_harness(&args[1..]),
+        Some("--version") => {
+            println!("lightsout-worker {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Some("resolve") => match args.get(1).and_then(|a| a.to_str()) {
+            Some(target) => resolve(target),
+            None => usage(),
+        },
         Some("run") => match (args.get(1).and_then(|a| a.to_str()), args.get(2)) {
             (Some("--job"), Some(file)) => run_job(&PathBuf::from(file)),
             _ => usage(),
         },
         _ => usage(),
+    }
+}
+
+fn resolve(target: &str) -> ExitCode {
+    use std::net::ToSocketAddrs;
+    match target.to_socket_addrs() {
+        Ok(addresses) => {
+            let list: Vec<String> = addresses.map(|a| a.to_string()).collect();
+            println!("{}", list.join(" "));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("lightsout-worker: cannot resolve {target}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
