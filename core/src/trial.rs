@@ -90,6 +90,20 @@ pub struct TrajectorySummary {
     pub tool_calls: u32,
     /// Tool calls by action (`read`, `probe`, `write`, `execute`, `git`, `other`).
     pub action_mix: std::collections::BTreeMap<String, u32>,
+    /// Tool calls whose result (exit code or error flag) the harness's own session log records.
+    #[serde(default)]
+    pub confirmed_tool_calls: u32,
+    /// Tool calls that failed (a non-zero exit code, or a result the harness marked an error),
+    /// by the harness's session log.
+    #[serde(default)]
+    pub failed_tool_calls: u32,
+    /// Tool calls only the harness's session log shows (not visible in the proxy log).
+    #[serde(default)]
+    pub harness_only_tool_calls: u32,
+    /// What could not be read while building the trajectory: a missing or unreadable session
+    /// log, skipped lines (the first few, each naming its file and line).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The most a pod's termination message holds.

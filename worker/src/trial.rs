@@ -19,7 +19,7 @@ use lightsout_core::trial::{Outcome, TrajectorySummary, TrialResult, RESULT_SCHE
 use lightsout_s3::{Artifact, Uploader};
 
 use crate::agent_process::{self, AgentExit, AgentUser, Limits};
-use crate::harness::{AgentContext, Installed, SingleShot, SINGLE_SHOT_VERSION};
+use crate::harness::{AgentContext, Installed, SessionLog, SingleShot, SINGLE_SHOT_VERSION};
 use crate::proxy::{MeteringProxy, ProxyConfig};
 use crate::sandbox::SandboxArgs;
 
@@ -311,6 +311,14 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
                 socket: socket.clone(),
                 port: SANDBOX_PROXY_PORT,
                 hide: sandbox.hide.clone(),
+                // The agent's own /tmp is empty; what it works on is bound back in.
+                keep: vec![
+                    workspace.repo.clone(),
+                    workspace.pr.clone(),
+                    home.clone(),
+                    logs.clone(),
+                    setup.installed.dir.clone(),
+                ],
                 user,
                 program: launch.program.clone().into(),
                 args: launch.args.clone(),
@@ -344,12 +352,15 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
         Ok(packed) => artifacts.push((EXCHANGES_ARTIFACT.into(), packed)),
         Err(e) => return infra(format!("compressing the exchange log: {e}")),
     }
-    let trajectory = lightsout_core::trajectory::build(&exchanges);
-    let trajectory_summary = TrajectorySummary {
-        turns: trajectory.turns,
-        tool_calls: trajectory.tool_calls,
-        action_mix: trajectory.action_mix.iter().map(|(action, n)| (action.as_str().to_string(), *n)).collect(),
-    };
+    let mut trajectory = lightsout_core::trajectory::build(&exchanges);
+    let session_log = setup.installed.session_log(&context);
+    if let Some(log) = &session_log {
+        merge_session_log(log, scratch, &mut trajectory, &mut artifacts);
+    }
+    for warning in &trajectory.warnings {
+        tracing::warn!(trial = %job.trial_id, "trajectory: {warning}");
+    }
+    let trajectory_summary = summarise(&trajectory);
     match compress(lightsout_core::trajectory::to_jsonl(&trajectory).as_bytes()) {
         Ok(packed) => artifacts.push((TRAJECTORY_ARTIFACT.into(), packed)),
         Err(e) => return infra(format!("compressing the trajectory: {e}")),
@@ -362,7 +373,11 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
     }
     if let Ok(entries) = std::fs::read_dir(&logs) {
         for entry in entries.flatten() {
-            if let Ok(bytes) = std::fs::read(entry.path()) {
+            // The session log is stored once, compressed, as its own artifact.
+            if session_log.as_ref().is_some_and(|log| log.files.contains(&entry.path())) {
+                continue;
+            }
+            if let Ok(bytes) = read_agent_file(&entry.path(), MAX_AGENT_FILE_BYTES) {
                 artifacts.push((format!("harness-{}", entry.file_name().to_string_lossy()), bytes));
             }
         }
@@ -419,6 +434,99 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
     (run, artifacts, version, Some(trajectory_summary))
 }
 
+/// The most of one file the agent left that is read (a session log, a harness log).
+const MAX_AGENT_FILE_BYTES: u64 = 256 << 20;
+/// The most warnings a result's trajectory summary keeps, and the most characters of each.
+const MAX_SUMMARY_WARNINGS: usize = 20;
+const MAX_WARNING_CHARS: usize = 400;
+
+/// Reads a file the agent left (in its home or log directory), as untrusted: a symbolic link is
+/// not followed, only a regular file is read (a FIFO would block), and at most `limit` bytes.
+fn read_agent_file(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > limit {
+        return Err(std::io::Error::other(format!("{} bytes, over the limit of {limit}", meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Reads the harness's session log, stores it (compressed) as an artifact, and merges its tool
+/// executions into the trajectory. A missing or unreadable log is not an error: it is noted in
+/// the trajectory's warnings, and the trajectory stays the proxy's alone.
+fn merge_session_log(
+    log: &SessionLog,
+    scratch: &std::path::Path,
+    trajectory: &mut lightsout_core::trajectory::Trajectory,
+    artifacts: &mut Vec<(String, Vec<u8>)>,
+) {
+    let format = log.format.as_str();
+    let shown = |path: &std::path::Path| path.strip_prefix(scratch).unwrap_or(path).display().to_string();
+    if log.files.is_empty() {
+        trajectory
+            .warnings
+            .push(format!("no {format} log at {}: the trajectory is the proxy's alone", shown(&log.location)));
+        return;
+    }
+    let mut files = Vec::new();
+    let mut raw = Vec::new();
+    for path in &log.files {
+        match read_agent_file(path, MAX_AGENT_FILE_BYTES.saturating_sub(raw.len() as u64)) {
+            Ok(bytes) => {
+                raw.extend_from_slice(&bytes);
+                if !raw.is_empty() && !raw.ends_with(b"\n") {
+                    raw.push(b'\n');
+                }
+                files.push((shown(path), String::from_utf8_lossy(&bytes).into_owned()));
+            }
+            Err(e) => trajectory.warnings.push(format!("{format} log {} not read: {e}", shown(path))),
+        }
+    }
+    if files.is_empty() {
+        trajectory.warnings.push(format!("no {format} log could be read: the trajectory is the proxy's alone"));
+        return;
+    }
+    match compress(&raw) {
+        Ok(packed) => artifacts.push((log.format.artifact().to_string(), packed)),
+        Err(e) => trajectory.warnings.push(format!("{format} log not stored: compressing it failed: {e}")),
+    }
+    let parsed = lightsout_core::trajectory::parse_session(log.format, &files);
+    trajectory.warnings.extend(parsed.warnings);
+    lightsout_core::trajectory::merge_session(trajectory, &parsed.calls);
+}
+
+/// What a result records of the trajectory.
+fn summarise(trajectory: &lightsout_core::trajectory::Trajectory) -> TrajectorySummary {
+    let mut warnings: Vec<String> = trajectory
+        .warnings
+        .iter()
+        .take(MAX_SUMMARY_WARNINGS)
+        .map(|w| match w.char_indices().nth(MAX_WARNING_CHARS) {
+            Some((cut, _)) => format!("{}…", &w[..cut]),
+            None => w.clone(),
+        })
+        .collect();
+    if trajectory.warnings.len() > MAX_SUMMARY_WARNINGS {
+        warnings.push(format!("… and {} more", trajectory.warnings.len() - MAX_SUMMARY_WARNINGS));
+    }
+    TrajectorySummary {
+        turns: trajectory.turns,
+        tool_calls: trajectory.tool_calls,
+        action_mix: trajectory.action_mix.iter().map(|(action, n)| (action.as_str().to_string(), *n)).collect(),
+        confirmed_tool_calls: trajectory.confirmed_tool_calls,
+        failed_tool_calls: trajectory.failed_tool_calls,
+        harness_only_tool_calls: trajectory.harness_only_tool_calls,
+        warnings,
+    }
+}
+
 /// The last lines of a log, for an error message.
 fn tail(path: &std::path::Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -433,5 +541,104 @@ fn classify(error: &CallError) -> Outcome {
     match error {
         CallError::Status { status: 400 | 413 | 422, .. } => Outcome::AgentFailed,
         _ => Outcome::InfraFailed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use lightsout_core::trajectory::{SessionFormat, Trajectory};
+
+    use super::*;
+
+    fn codex_log(scratch: &Path, files: Vec<PathBuf>) -> SessionLog {
+        SessionLog { format: SessionFormat::CodexRollout, location: scratch.join("home/.codex/sessions"), files }
+    }
+
+    #[test]
+    fn a_missing_session_log_is_a_warning() {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut trajectory = Trajectory::default();
+        let mut artifacts = Vec::new();
+        merge_session_log(&codex_log(scratch.path(), vec![]), scratch.path(), &mut trajectory, &mut artifacts);
+        assert!(artifacts.is_empty());
+        assert_eq!(
+            trajectory.warnings,
+            ["no codex rollout log at home/.codex/sessions: the trajectory is the proxy's alone"]
+        );
+        assert_eq!(summarise(&trajectory).warnings, trajectory.warnings);
+    }
+
+    #[test]
+    fn links_and_fifos_the_agent_left_are_not_read() {
+        let scratch = tempfile::tempdir().unwrap();
+        let secret = scratch.path().join("secret");
+        std::fs::write(&secret, "ground truth").unwrap();
+        let link = scratch.path().join("rollout-link.jsonl");
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        let fifo = scratch.path().join("rollout-fifo.jsonl");
+        let c_fifo = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o644) }, 0);
+        assert!(read_agent_file(&link, 1 << 20).is_err());
+        assert!(read_agent_file(&fifo, 1 << 20).is_err(), "a FIFO neither blocks nor reads");
+        assert!(read_agent_file(&secret, 4).is_err(), "over the limit");
+        assert_eq!(read_agent_file(&secret, 1 << 20).unwrap(), b"ground truth");
+
+        let mut trajectory = Trajectory::default();
+        let mut artifacts = Vec::new();
+        merge_session_log(
+            &codex_log(scratch.path(), vec![link, fifo]),
+            scratch.path(),
+            &mut trajectory,
+            &mut artifacts,
+        );
+        assert!(artifacts.is_empty());
+        assert_eq!(trajectory.warnings.len(), 3, "{:?}", trajectory.warnings);
+        assert!(trajectory.warnings[0].starts_with("codex rollout log rollout-link.jsonl not read"));
+        assert!(trajectory.warnings[2].starts_with("no codex rollout log could be read"));
+    }
+
+    #[test]
+    fn a_session_log_is_stored_and_its_bad_lines_named() {
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().join("home/.codex/sessions/2026/12/01");
+        std::fs::create_dir_all(&dir).unwrap();
+        let rollout = dir.join("rollout-1.jsonl");
+        let sample = include_str!("../../core/src/trajectory/samples/codex-rollout.jsonl");
+        std::fs::write(&rollout, format!("{sample}not json\n")).unwrap();
+        let mut trajectory = Trajectory::default();
+        let mut artifacts = Vec::new();
+        merge_session_log(&codex_log(scratch.path(), vec![rollout]), scratch.path(), &mut trajectory, &mut artifacts);
+        assert_eq!(artifacts.len(), 1);
+        assert_eq!(artifacts[0].0, "harness-session.jsonl.zst");
+        let stored = lightsout_core::compress::decompress(&artifacts[0].1).unwrap();
+        assert_eq!(stored, format!("{sample}not json\n").as_bytes());
+        let line = sample.lines().count() + 1;
+        assert_eq!(trajectory.warnings.len(), 1, "{:?}", trajectory.warnings);
+        assert!(
+            trajectory.warnings[0]
+                .starts_with(&format!("home/.codex/sessions/2026/12/01/rollout-1.jsonl:{line}: skipped a line")),
+            "{:?}",
+            trajectory.warnings
+        );
+        // No proxy tool calls to merge into: the commands are the harness's alone.
+        assert_eq!(
+            (trajectory.tool_calls, trajectory.harness_only_tool_calls, trajectory.failed_tool_calls),
+            (2, 2, 1)
+        );
+    }
+
+    #[test]
+    fn summaries_keep_the_first_warnings_short() {
+        let trajectory = Trajectory {
+            warnings: (0..30).map(|i| format!("{i}: {}", "é".repeat(500))).collect(),
+            ..Default::default()
+        };
+        let summary = summarise(&trajectory);
+        assert_eq!(summary.warnings.len(), MAX_SUMMARY_WARNINGS + 1);
+        assert!(summary.warnings[0].ends_with('…') && summary.warnings[0].chars().count() == MAX_WARNING_CHARS + 1);
+        assert_eq!(summary.warnings.last().unwrap(), "… and 10 more");
     }
 }

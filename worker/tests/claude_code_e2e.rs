@@ -114,6 +114,11 @@ spec:
             "{trajectory}"
         );
 
+        // Claude Code's session log, stored and merged: both commands ran and exited 0.
+        let calls = common::assert_session_merged(dir, &result, "harness-session.jsonl.zst", "\"sessionId\"", &[]);
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert!(calls.iter().all(|c| c["id"].as_str().is_some_and(|id| id.starts_with("toolu_"))), "{calls:?}");
+
         // Claude Code's own log: its messages as JSON lines, from its start-up (key from the
         // environment, the pinned version) to its result (the final answer, no error).
         let stdout = std::fs::read_to_string(dir.join("agent.stdout")).unwrap();

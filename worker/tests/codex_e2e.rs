@@ -109,6 +109,11 @@ spec:
             "{trajectory}"
         );
 
+        // Codex's rollout, stored and merged: both commands ran and exited 0.
+        let calls = common::assert_session_merged(dir, &result, "harness-session.jsonl.zst", "\"session_meta\"", &[]);
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert!(calls.iter().all(|c| c["id"].as_str().is_some_and(|id| id.starts_with("call_"))), "{calls:?}");
+
         // Codex's own log: its events as JSON lines, and its last message.
         let stdout = std::fs::read_to_string(dir.join("agent.stdout")).unwrap();
         let kinds: Vec<String> = stdout

@@ -137,6 +137,16 @@ spec:
             "{trajectory}"
         );
 
+        // Copilot's session events, stored and merged: both commands ran and exited 0.
+        let calls = common::assert_session_merged(
+            dir,
+            &result,
+            "harness-session.jsonl.zst",
+            "\"tool.execution_complete\"",
+            &[],
+        );
+        assert_eq!(calls.len(), 2, "{calls:?}");
+
         // Copilot's own log: its events as JSON lines ending with the run's result, and the
         // session as markdown.
         let stdout = std::fs::read_to_string(dir.join("agent.stdout")).unwrap();

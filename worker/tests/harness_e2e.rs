@@ -90,7 +90,17 @@ spec:
         )
         .unwrap();
         assert!(trajectory.contains("\"action\":\"write\"") && trajectory.contains("review.md"), "{trajectory}");
-        assert!(dir.join("harness-mini-swe-agent-trajectory.json").exists(), "the harness's own log is kept");
+        // The harness's own log, its trajectory, is stored (once) and merged: the two commands
+        // exited 0; the submit command ends the run, and mini-swe-agent records it as not run.
+        assert!(!dir.join("harness-mini-swe-agent-trajectory.json").exists(), "stored once, compressed");
+        let calls = common::assert_session_merged(
+            dir,
+            &result,
+            "harness-session.json.zst",
+            "\"trajectory_format\"",
+            &["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"],
+        );
+        assert_eq!(calls.len(), 3, "{calls:?}");
         assert!(dir.join("verdicts.json").exists());
     }
 }

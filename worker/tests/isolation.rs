@@ -34,6 +34,9 @@ for dir in "$@" /tmp /var/tmp /run /home /root /etc; do
     say "FILE $f"; cat "$f" >> "$out" 2>/dev/null
   done
 done
+# Its /tmp, and a file left there.
+say "TMP $(ls -A /tmp | tr '\n' ' ')"
+echo "left by the agent" > "/tmp/$LEFTOVER"
 # The network: every loopback port the host listens on, and the proxy through the sandbox.
 for port in $PROBE_PORTS; do
   if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then say "CONNECTED 127.0.0.1:$port"; fi
@@ -90,6 +93,14 @@ async fn an_adversarial_agent_finds_and_reaches_nothing_but_the_proxy() {
     std::fs::write(&private, &storage_secret).unwrap();
     std::fs::set_permissions(&private, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
 
+    // Another process's file in the host's /tmp, readable by anyone.
+    let host_tmp_secret = random_secret("TMP");
+    let host_tmp_file = tempfile::Builder::new().prefix("lightsout-isolation-").tempfile_in("/tmp").unwrap();
+    std::fs::write(host_tmp_file.path(), &host_tmp_secret).unwrap();
+    std::fs::set_permissions(host_tmp_file.path(), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let host_tmp_name = host_tmp_file.path().file_name().unwrap().to_string_lossy().into_owned();
+    let leftover = format!("lightsout-agent-leftover-{}", &random_secret("L")[..12]);
+
     let socket = run_dir.join("proxy.sock");
     let proxy = MeteringProxy::start(ProxyConfig {
         upstream: Endpoint {
@@ -115,6 +126,8 @@ async fn an_adversarial_agent_finds_and_reaches_nothing_but_the_proxy() {
         socket,
         port: SANDBOX_PORT,
         hide: vec![dataset.clone(), results.clone()],
+        // The scratch space is under /tmp: the agent keeps its workspace and home there.
+        keep: vec![repo.clone(), home.clone()],
         user,
         program: "/bin/bash".into(),
         args: vec![
@@ -137,6 +150,7 @@ async fn an_adversarial_agent_finds_and_reaches_nothing_but_the_proxy() {
             ("OPENAI_API_KEY".into(), "dummy-trial-key".into()),
             ("OPENAI_BASE_URL".into(), format!("http://127.0.0.1:{SANDBOX_PORT}/v1")),
             ("PROBE_PORTS".into(), probe_ports),
+            ("LEFTOVER".into(), leftover.clone()),
         ],
         cwd: repo.clone(),
     };
@@ -161,4 +175,16 @@ async fn an_adversarial_agent_finds_and_reaches_nothing_but_the_proxy() {
     // The proxy forwarded that call with the real key.
     assert!(server.requests().iter().any(|r| r.api_key.as_deref() == Some(provider_key.as_str())));
     assert!(Path::new(&dataset.join("tasks.jsonl")).exists(), "hiding never touches the host's files");
+
+    // The agent's /tmp is its own: the host's files are not in it, and what it leaves there is
+    // gone with the sandbox.
+    assert!(!report.contains(&host_tmp_secret), "the agent read a file in the host's /tmp");
+    let listing = lines.iter().find(|l| l.starts_with("TMP ")).expect("the adversary listed /tmp");
+    assert!(!listing.contains(&host_tmp_name), "the agent sees the host's /tmp: {listing}");
+    assert!(
+        listing.contains(scratch.path().file_name().unwrap().to_str().unwrap()),
+        "its workspace is kept: {listing}"
+    );
+    assert!(!Path::new("/tmp").join(&leftover).exists(), "the agent left a file in the host's /tmp");
+    assert!(host_tmp_file.path().exists());
 }

@@ -22,11 +22,23 @@
 //! `previous_response_id`, for Anthropic `system` and `messages`), else the turn after the last
 //! successful call (a turn that never completed). Side calls a harness makes besides its loop
 //! (e.g. a title summary) are model calls like any other and count as turns.
+//!
+//! # The harness's own log
+//!
+//! Where the harness keeps a session log, its tool executions are merged in afterwards
+//! ([`merge_session`], see [`session`]): each tool call then says where it is known from
+//! (`source`: `proxy`, `proxy+harness` or `harness`) and, when the harness recorded it, how it
+//! ended (`exit_code`, `is_error`) and how much it printed (`output_bytes`).
 
 mod anthropic;
 mod classify;
 mod openai_chat;
 mod openai_responses;
+pub mod session;
+mod session_claude;
+mod session_codex;
+mod session_copilot;
+mod session_mini_swe;
 mod shell;
 mod sse;
 mod text_protocol;
@@ -44,6 +56,7 @@ use crate::exchange::{Exchange, ExchangeBody};
 use crate::model::Usage;
 
 pub use classify::{classify_command, classify_tool};
+pub use session::{merge_session, parse_session, HarnessToolCall, SessionFormat, SessionParse, ToolSource};
 
 /// What a tool call does. Declaration order is the order of [`Trajectory::action_mix`]; the
 /// order of importance when a command does several things is [`Action::significance`].
@@ -133,6 +146,19 @@ pub enum TrajectoryEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         command: Option<String>,
         action: Action,
+        /// Where the call is known from: the proxy log, the harness's session log, or both.
+        #[serde(default)]
+        source: ToolSource,
+        /// The command's exit code, from the harness's session log.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i64>,
+        /// Whether the call failed (a non-zero exit code, or a result the harness marked an
+        /// error), from the harness's session log.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        is_error: Option<bool>,
+        /// The size of the tool's output in bytes, from the harness's session log.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_bytes: Option<u64>,
     },
     /// The text the model answered in exchange `seq`.
     AssistantText { seq: u64, turn: u32, text: String },
@@ -149,6 +175,15 @@ pub struct Trajectory {
     pub tool_calls: u32,
     /// Tool calls by action.
     pub action_mix: BTreeMap<Action, u32>,
+    /// Tool calls whose result (exit code or error flag) the harness's session log records.
+    #[serde(default)]
+    pub confirmed_tool_calls: u32,
+    /// Tool calls that failed, by the harness's session log.
+    #[serde(default)]
+    pub failed_tool_calls: u32,
+    /// Tool calls only the harness's session log shows (source `harness`).
+    #[serde(default)]
+    pub harness_only_tool_calls: u32,
     /// Parts of the recorded answers that could not be read, prefixed with the exchange's `seq`.
     pub warnings: Vec<String>,
 }
@@ -332,7 +367,19 @@ pub fn build(exchanges: &[Exchange]) -> Trajectory {
             let (action, command) = classify_tool(&name, &parsed);
             *trajectory.action_mix.entry(action).or_insert(0) += 1;
             trajectory.tool_calls += 1;
-            trajectory.events.push(TrajectoryEvent::ToolCall { seq, turn, id, name, arguments, command, action });
+            trajectory.events.push(TrajectoryEvent::ToolCall {
+                seq,
+                turn,
+                id,
+                name,
+                arguments,
+                command,
+                action,
+                source: ToolSource::Proxy,
+                exit_code: None,
+                is_error: None,
+                output_bytes: None,
+            });
         }
     }
     trajectory

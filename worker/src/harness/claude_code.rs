@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use lightsout_core::api::ReasoningEffort;
 
-use super::{AgentContext, InstallError};
+use super::{file_name, find_files, AgentContext, InstallError, SessionFormat, SessionLog};
 use crate::agent_process::LaunchSpec;
 
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
@@ -195,6 +195,17 @@ pub fn launch(dir: &Path, ctx: &AgentContext) -> LaunchSpec {
         env.push(("MAX_THINKING_TOKENS".to_string(), budget.to_string()));
     }
     LaunchSpec { program: "/bin/sh".into(), args, env, cwd: ctx.repo.clone() }
+}
+
+/// Claude Code's session log: `<home>/.claude/projects/<cwd slug>/<session id>.jsonl` (the
+/// slug is the working directory with every other character than letters and digits made
+/// `-`; the home is the trial's, so every project there is this run's).
+pub fn session_log(ctx: &AgentContext) -> SessionLog {
+    let location = ctx.home.join(".claude/projects");
+    let files = find_files(&location, 2, &|path: &Path| {
+        file_name(path).ends_with(".jsonl") && path.parent().and_then(Path::parent) == Some(location.as_path())
+    });
+    SessionLog { format: SessionFormat::ClaudeCode, location, files }
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::{AgentContext, InstallError};
+use super::{file_name, find_files, AgentContext, InstallError, SessionFormat, SessionLog};
 use crate::agent_process::LaunchSpec;
 
 pub const PACKAGE: &str = "@openai/codex";
@@ -201,6 +201,16 @@ pub fn launch(dir: &Path, ctx: &AgentContext) -> LaunchSpec {
         ("CODEX_MANAGED_PACKAGE_ROOT".to_string(), dir.join("node_modules/@openai/codex").display().to_string()),
     ]);
     LaunchSpec { program: "/bin/sh".into(), args, env, cwd: ctx.repo.clone() }
+}
+
+/// Codex's rollout of the run: `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`
+/// (a run that starts sub-agents writes one per thread).
+pub fn session_log(ctx: &AgentContext) -> SessionLog {
+    let location = ctx.home.join(".codex/sessions");
+    let files = find_files(&location, 4, &|path: &Path| {
+        file_name(path).starts_with("rollout-") && file_name(path).ends_with(".jsonl")
+    });
+    SessionLog { format: SessionFormat::CodexRollout, location, files }
 }
 
 #[cfg(test)]

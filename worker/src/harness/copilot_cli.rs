@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use lightsout_core::api::ApiKind;
 
-use super::{AgentContext, InstallError};
+use super::{file_name, find_files, AgentContext, InstallError, SessionFormat, SessionLog};
 use crate::agent_process::LaunchSpec;
 
 pub const PACKAGE: &str = "@github/copilot";
@@ -238,6 +238,15 @@ pub fn launch(dir: &Path, ctx: &AgentContext) -> LaunchSpec {
         ("SHELL".to_string(), "/bin/bash".to_string()),
     ]);
     LaunchSpec { program: "/bin/sh".into(), args, env, cwd: ctx.repo.clone() }
+}
+
+/// Copilot's session events: `$COPILOT_HOME/session-state/<session id>/events.jsonl`.
+pub fn session_log(ctx: &AgentContext) -> SessionLog {
+    let location = ctx.home.join(".copilot/session-state");
+    let files = find_files(&location, 2, &|path: &Path| {
+        file_name(path) == "events.jsonl" && path.parent().and_then(Path::parent) == Some(location.as_path())
+    });
+    SessionLog { format: SessionFormat::CopilotEvents, location, files }
 }
 
 #[cfg(test)]

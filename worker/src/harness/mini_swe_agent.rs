@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use lightsout_core::api::ApiKind;
 
-use super::{AgentContext, InstallError};
+use super::{find_files, AgentContext, InstallError, SessionFormat, SessionLog};
 use crate::agent_process::LaunchSpec;
 
 pub const PACKAGE: &str = "mini-swe-agent";
@@ -76,7 +76,7 @@ pub fn launch(dir: &Path, ctx: &AgentContext) -> LaunchSpec {
         "-y".into(),
         "--exit-immediately".into(),
         "-o".into(),
-        ctx.harness_log_dir.join("mini-swe-agent-trajectory.json").into(),
+        trajectory_path(ctx).into(),
         "-c".into(),
         "mini.yaml".into(),
         // Cost is metered by the proxy; litellm's own table does not know every model.
@@ -107,4 +107,18 @@ pub fn launch(dir: &Path, ctx: &AgentContext) -> LaunchSpec {
         ("LITELLM_LOCAL_MODEL_COST_MAP".to_string(), "True".to_string()),
     ]);
     LaunchSpec { program: dir.join("bin/python"), args, env, cwd: ctx.repo.clone() }
+}
+
+/// Where the run's trajectory is written (`-o`).
+fn trajectory_path(ctx: &AgentContext) -> PathBuf {
+    ctx.harness_log_dir.join(TRAJECTORY_FILE)
+}
+
+const TRAJECTORY_FILE: &str = "mini-swe-agent-trajectory.json";
+
+/// mini-swe-agent's trajectory of the run, written with `-o`.
+pub fn session_log(ctx: &AgentContext) -> SessionLog {
+    let location = trajectory_path(ctx);
+    let files = find_files(&ctx.harness_log_dir, 1, &|path: &Path| path == location);
+    SessionLog { format: SessionFormat::MiniSweAgent, location, files }
 }

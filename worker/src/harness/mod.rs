@@ -14,6 +14,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use lightsout_core::api::{ApiKind, HarnessName, HarnessRef, ReasoningEffort};
+pub use lightsout_core::trajectory::SessionFormat;
 
 pub use single_shot::{SingleShot, VERSION as SINGLE_SHOT_VERSION};
 
@@ -226,6 +227,19 @@ impl Installed {
         Some(version)
     }
 
+    /// Where the harness kept its own session log of a run, looked for after the agent exited
+    /// (`None` for a harness that keeps none). The files are the agent's: they are listed without
+    /// following symbolic links, and must be read as untrusted.
+    pub fn session_log(&self, ctx: &AgentContext) -> Option<SessionLog> {
+        match self.harness.name {
+            HarnessName::MiniSweAgent => Some(mini_swe_agent::session_log(ctx)),
+            HarnessName::Codex => Some(codex::session_log(ctx)),
+            HarnessName::ClaudeCode => Some(claude_code::session_log(ctx)),
+            HarnessName::CopilotCli => Some(copilot_cli::session_log(ctx)),
+            _ => None,
+        }
+    }
+
     async fn ask_version(&self) -> Option<String> {
         match self.harness.name {
             HarnessName::MiniSweAgent => mini_swe_agent::reported_version(&self.dir).await,
@@ -234,5 +248,74 @@ impl Installed {
             HarnessName::CopilotCli => copilot_cli::reported_version(&self.dir).await,
             _ => None,
         }
+    }
+}
+
+/// A harness's own session log of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionLog {
+    pub format: SessionFormat,
+    /// Where the log was looked for.
+    pub location: PathBuf,
+    /// Its files, oldest first; none when the harness wrote no log.
+    pub files: Vec<PathBuf>,
+}
+
+/// The regular files under `dir`, at most `depth` levels down (1: its own files), whose path
+/// `wanted` accepts, oldest first. Symbolic links are neither followed nor listed: the
+/// directory is the agent's.
+fn find_files(dir: &Path, depth: usize, wanted: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
+    fn walk(dir: &Path, depth: usize, wanted: &dyn Fn(&Path) -> bool, out: &mut Vec<(std::time::SystemTime, PathBuf)>) {
+        if depth == 0 {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+            if meta.is_dir() {
+                walk(&path, depth - 1, wanted, out);
+            } else if meta.is_file() && wanted(&path) {
+                out.push((meta.modified().unwrap_or(std::time::UNIX_EPOCH), path));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    // The directory itself must not be a link either.
+    if std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir()) {
+        walk(dir, depth, wanted, &mut found);
+    }
+    found.sort();
+    found.into_iter().map(|(_, path)| path).collect()
+}
+
+/// The file name of a path, as text.
+fn file_name(path: &Path) -> &str {
+    path.file_name().and_then(OsStr::to_str).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finding_session_files_skips_links_and_depth() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = dir.path().join("sessions/2026/12/01");
+        std::fs::create_dir_all(&sessions).unwrap();
+        std::fs::write(sessions.join("rollout-a.jsonl"), "{}\n").unwrap();
+        std::fs::write(sessions.join("notes.txt"), "").unwrap();
+        let secret = dir.path().join("secret.jsonl");
+        std::fs::write(&secret, "ground truth").unwrap();
+        std::os::unix::fs::symlink(&secret, sessions.join("rollout-link.jsonl")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), sessions.join("loop")).unwrap();
+        let rollouts = |depth| {
+            find_files(&dir.path().join("sessions"), depth, &|p: &Path| {
+                file_name(p).starts_with("rollout-") && file_name(p).ends_with(".jsonl")
+            })
+        };
+        assert_eq!(rollouts(4), [sessions.join("rollout-a.jsonl")]);
+        assert!(rollouts(3).is_empty(), "too deep");
+        assert!(find_files(&dir.path().join("missing"), 4, &|_: &Path| true).is_empty());
     }
 }

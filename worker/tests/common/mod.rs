@@ -47,3 +47,47 @@ pub fn walk(dir: &Path, name: &str) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A compressed artifact of a trial, as text.
+pub fn unpack(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    String::from_utf8(lightsout_core::compress::decompress(&bytes).unwrap()).unwrap()
+}
+
+/// Checks that the trial in `dir` stored the harness's own session log (`artifact`, holding
+/// `marker`) and merged it into its trajectory: every tool call the proxy saw was confirmed by
+/// the harness with exit code 0, but those listed in `unconfirmed` (by command), which the
+/// harness recorded without a result. Returns the tool calls.
+pub fn assert_session_merged(
+    dir: &Path,
+    result: &serde_json::Value,
+    artifact: &str,
+    marker: &str,
+    unconfirmed: &[&str],
+) -> Vec<serde_json::Value> {
+    let session = unpack(&dir.join(artifact));
+    assert!(session.contains(marker), "{artifact} is the harness's log: {}", &session[..session.len().min(500)]);
+    let trajectory = unpack(&dir.join(lightsout_core::compress::TRAJECTORY_ARTIFACT));
+    let calls: Vec<serde_json::Value> = trajectory
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["type"] == "tool_call")
+        .collect();
+    assert!(!calls.is_empty(), "{trajectory}");
+    for call in &calls {
+        assert_eq!(call["source"], "proxy+harness", "{call}");
+        if unconfirmed.iter().any(|c| call["command"].as_str() == Some(c)) {
+            assert!(call.get("exit_code").is_none() && call.get("is_error").is_none(), "{call}");
+        } else {
+            assert_eq!((&call["exit_code"], &call["is_error"]), (&0.into(), &false.into()), "{call}");
+            assert!(call["output_bytes"].is_u64(), "{call}");
+        }
+    }
+    let summary = &result["trajectory"];
+    let confirmed = (calls.len() - unconfirmed.len()) as u64;
+    assert_eq!(summary["confirmed_tool_calls"], confirmed, "{summary}");
+    assert_eq!(summary["failed_tool_calls"], 0, "{summary}");
+    assert_eq!(summary["harness_only_tool_calls"], 0, "{summary}");
+    assert!(summary.get("warnings").is_none(), "nothing unreadable: {summary}");
+    calls
+}
