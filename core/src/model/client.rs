@@ -1,9 +1,16 @@
-//! The model client: one request shape, three APIs, retries that honour `Retry-After`.
+//! The model client: one request shape, three APIs, retries that honour `Retry-After`, and a
+//! concurrency limit per provider that adapts to its rate limits (see [`RateLimitPolicy`]). The
+//! retry rules are [`ModelClient::complete`]'s.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
+use rand::Rng;
+use reqwest::header::HeaderMap;
 use serde_json::Value;
+use tokio::time::Instant;
 
+use super::limiter::{Limiter, Limiters, Permit, ProviderStats, RateLimitPolicy};
 use super::{wire, Usage};
 use crate::api::{ApiKind, ReasoningEffort};
 
@@ -43,8 +50,10 @@ pub struct ChatRequest {
 pub struct Completion {
     pub text: String,
     pub usage: Usage,
-    /// From the first byte sent to the last byte read, over all attempts.
+    /// From the first byte sent to the last byte read, over all attempts (time spent waiting
+    /// for the first attempt's turn under the provider's concurrency limit is not included).
     pub latency_ms: u64,
+    /// HTTP requests sent for this call, 429s included.
     pub attempts: u32,
 }
 
@@ -70,10 +79,20 @@ impl CallError {
             CallError::Malformed { .. } => false,
         }
     }
+
+    /// The HTTP status, if the provider answered with an error status.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            CallError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct RetryPolicy {
+    /// Attempts a call may make that end in a retryable error other than 429 (the first
+    /// included); 429s have their own budget, [`RateLimitPolicy::rate_limited_attempts`].
     pub attempts: u32,
     pub base_delay: Duration,
     pub max_delay: Duration,
@@ -85,51 +104,127 @@ impl Default for RetryPolicy {
     }
 }
 
+impl RetryPolicy {
+    /// The wait before the next attempt after the `n`-th failure of its kind (1-based) when the
+    /// provider gave no `Retry-After`: uniform in `[d/2, d]`, `d = min(base × 2^(n−1), max)`.
+    fn backoff(&self, n: u32) -> Duration {
+        let full = self.base_delay.saturating_mul(1 << n.saturating_sub(1).min(16)).min(self.max_delay);
+        let half = full / 2;
+        half + (full - half).mul_f64(rand::rng().random::<f64>())
+    }
+}
+
+/// Calls models. Clones share the HTTP connection pool and the per-provider limiters.
 #[derive(Clone)]
 pub struct ModelClient {
     http: reqwest::Client,
     retry: RetryPolicy,
+    limiters: Arc<Limiters>,
 }
 
 impl std::fmt::Debug for ModelClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelClient").field("retry", &self.retry).finish()
+        f.debug_struct("ModelClient").field("retry", &self.retry).field("rate_limits", self.limiters.policy()).finish()
     }
 }
 
 impl ModelClient {
+    /// A client with the default [`RateLimitPolicy`].
     pub fn new(request_timeout: Duration, retry: RetryPolicy) -> Self {
+        ModelClient::with_rate_limits(request_timeout, retry, RateLimitPolicy::default())
+    }
+
+    pub fn with_rate_limits(request_timeout: Duration, retry: RetryPolicy, rate_limits: RateLimitPolicy) -> Self {
         let http = reqwest::Client::builder()
             .timeout(request_timeout)
             .connect_timeout(Duration::from_secs(10))
             .build()
             .expect("the TLS backend initialises");
-        ModelClient { http, retry }
+        ModelClient { http, retry, limiters: Arc::new(Limiters::new(rate_limits)) }
     }
 
-    /// Sends the request, retrying what [`CallError::is_retryable`] allows with exponential
-    /// backoff, or the provider's `Retry-After` when it gives one.
+    pub fn rate_limits(&self) -> &RateLimitPolicy {
+        self.limiters.policy()
+    }
+
+    /// What this client (and its clones) has seen of each provider endpoint it called.
+    pub fn stats(&self) -> Vec<ProviderStats> {
+        self.limiters.stats()
+    }
+
+    /// Sends the request under the provider's concurrency limit ([`RateLimitPolicy`]), retrying:
+    /// - Retryable ([`CallError::is_retryable`]): 408, 409, 425, 429, 5xx, timeouts and connection
+    ///   errors. Anything else (400, 401, 403, 404, 422, a malformed answer) is returned at once.
+    /// - Two budgets per call: at most [`RetryPolicy::attempts`] attempts ending in a retryable error
+    ///   other than 429, and at most [`RateLimitPolicy::rate_limited_attempts`] answered 429. The
+    ///   first budget to run out ends the call with that attempt's error. 429s have their own, larger
+    ///   budget because a rate-limited provider is working and asks to be called later: a 30% storm
+    ///   of 429s must not turn into lost calls.
+    /// - The wait before the next attempt: the answer's `retry-after-ms` (milliseconds, as OpenAI
+    ///   sends besides `retry-after`), else its `Retry-After` (seconds or an HTTP-date), capped at
+    ///   [`RateLimitPolicy::max_retry_after`]; without either, exponential backoff with jitter: the
+    ///   n-th wait of its kind (n-th 429, or n-th other failure) is uniform in `[d/2, d]` where
+    ///   `d = min(base_delay × 2^(n−1), max_delay)`.
+    /// - While waiting after a 429 the call keeps its slot of the provider's concurrency limit;
+    ///   after any other error it gives the slot back (see [`RateLimitPolicy`]).
+    /// - Usage: only a successful answer carries usage. A failed attempt (429, 5xx, timeout) carries
+    ///   no tokens (providers do not bill rejected requests), so a call's usage is its one answer's,
+    ///   counted once however many attempts it took.
     pub async fn complete(&self, endpoint: &Endpoint, req: &ChatRequest) -> Result<Completion, CallError> {
-        let started = Instant::now();
-        let mut attempt = 0;
+        let limiter = self.limiters.get(&endpoint.provider, &endpoint.base_url, endpoint.api_kind);
+        limiter.call_started();
+        let result = self.complete_limited(&limiter, endpoint, req).await;
+        limiter.call_finished(result.as_ref().ok().map(|completion| completion.usage));
+        result
+    }
+
+    async fn complete_limited(
+        &self,
+        limiter: &Arc<Limiter>,
+        endpoint: &Endpoint,
+        req: &ChatRequest,
+    ) -> Result<Completion, CallError> {
+        let policy = self.limiters.policy();
+        let mut started = None;
+        let mut attempts = 0;
+        let mut failures = 0;
+        let mut rate_limited = 0;
+        // A slot kept from a rate-limited attempt, for its retry.
+        let mut kept: Option<Permit> = None;
         loop {
-            attempt += 1;
-            match self.attempt(endpoint, req).await {
+            let mut permit = match kept.take() {
+                Some(permit) => permit,
+                None => limiter.acquire().await,
+            };
+            permit.sending(attempts > 0);
+            let started = *started.get_or_insert_with(Instant::now);
+            attempts += 1;
+            let (error, retry_after) = match self.attempt(endpoint, req).await {
                 Ok((text, usage)) => {
-                    return Ok(Completion {
-                        text,
-                        usage,
-                        latency_ms: started.elapsed().as_millis() as u64,
-                        attempts: attempt,
-                    })
+                    permit.succeeded();
+                    let latency_ms = started.elapsed().as_millis() as u64;
+                    return Ok(Completion { text, usage, latency_ms, attempts });
                 }
-                Err((error, retry_after)) => {
-                    if !error.is_retryable() || attempt >= self.retry.attempts {
-                        return Err(error);
-                    }
-                    let backoff = self.retry.base_delay.saturating_mul(1 << (attempt - 1).min(16));
-                    tokio::time::sleep(retry_after.unwrap_or(backoff).min(self.retry.max_delay)).await;
+                Err(failure) => failure,
+            };
+            let backoff = if error.status() == Some(429) {
+                kept = permit.rate_limited();
+                rate_limited += 1;
+                if rate_limited >= policy.rate_limited_attempts {
+                    return Err(error);
                 }
+                self.retry.backoff(rate_limited)
+            } else {
+                drop(permit);
+                failures += 1;
+                if !error.is_retryable() || failures >= self.retry.attempts {
+                    return Err(error);
+                }
+                self.retry.backoff(failures)
+            };
+            let wait = retry_after.map_or(backoff, |after| after.min(policy.max_retry_after));
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
             }
         }
     }
@@ -152,12 +247,7 @@ impl ModelClient {
             |e: reqwest::Error| (CallError::Transport { provider: provider.clone(), message: e.to_string() }, None);
         let response = request.send().await.map_err(transport)?;
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .map(|secs| Duration::from_secs_f64(secs.max(0.0)));
+        let retry_after = retry_after(response.headers(), chrono::Utc::now());
         let text = response.text().await.map_err(transport)?;
         if !status.is_success() {
             let message: String = text.chars().take(500).collect();
@@ -167,5 +257,66 @@ impl ModelClient {
             (CallError::Malformed { provider: provider.clone(), message: format!("not JSON: {e}") }, None)
         })?;
         wire::response(endpoint.api_kind, &json).map_err(|message| (CallError::Malformed { provider, message }, None))
+    }
+}
+
+/// How long the provider asks to wait: `retry-after-ms` (milliseconds, OpenAI), else
+/// `Retry-After` as seconds or as an HTTP-date (relative to `now`). A date in the past is zero;
+/// an unreadable value is ignored.
+pub(crate) fn retry_after(headers: &HeaderMap, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let non_negative = |x: f64| x.is_finite() && x >= 0.0;
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok()).filter(|ms| non_negative(*ms)) {
+        return Some(Duration::from_secs_f64((ms / 1000.0).min(1e9)));
+    }
+    let value = header("retry-after")?;
+    if let Some(secs) = value.parse::<f64>().ok().filter(|s| non_negative(*s)) {
+        return Some(Duration::from_secs_f64(secs.min(1e9)));
+    }
+    let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    Some((date.with_timezone(&chrono::Utc) - now).to_std().unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use reqwest::header::HeaderValue;
+
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn retry_after_reads_milliseconds_seconds_and_http_dates() {
+        let now = chrono::DateTime::parse_from_rfc3339("2015-10-21T07:27:00Z").unwrap().with_timezone(&chrono::Utc);
+        let read = |pairs: &[(&'static str, &'static str)]| retry_after(&headers(pairs), now);
+        assert_eq!(read(&[]), None);
+        assert_eq!(read(&[("retry-after", "2")]), Some(Duration::from_secs(2)));
+        assert_eq!(read(&[("retry-after", "0.5")]), Some(Duration::from_millis(500)));
+        assert_eq!(read(&[("retry-after", "1"), ("retry-after-ms", "250")]), Some(Duration::from_millis(250)));
+        assert_eq!(read(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]), Some(Duration::from_secs(60)));
+        assert_eq!(read(&[("retry-after", "Wed, 21 Oct 2015 07:00:00 GMT")]), Some(Duration::ZERO));
+        assert_eq!(read(&[("retry-after", "soon")]), None);
+        assert_eq!(read(&[("retry-after", "-3")]), None);
+        // An unreadable `retry-after-ms` falls back to `retry-after`.
+        assert_eq!(read(&[("retry-after", "3"), ("retry-after-ms", "x")]), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_the_cap() {
+        let retry =
+            RetryPolicy { attempts: 4, base_delay: Duration::from_millis(100), max_delay: Duration::from_millis(700) };
+        for _ in 0..100 {
+            for (n, full) in [(1, 100), (2, 200), (3, 400), (4, 700), (40, 700)] {
+                let wait = retry.backoff(n);
+                let full = Duration::from_millis(full);
+                assert!(wait >= full / 2 && wait <= full, "backoff({n}) = {wait:?}");
+            }
+        }
     }
 }

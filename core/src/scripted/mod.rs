@@ -4,13 +4,16 @@
 //!
 //! Every answer is a pure function of (model, reasoning effort, prompt), built from the sample
 //! fixtures embedded at compile time (`datasets/sample/`): judge requests (system prompt starting
-//! with [`JUDGE_SYSTEM_PREFIX`]) get a verdict from the answer key, everything else gets a code
-//! review ([`agent_answer`], [`judge_answer`]). The only per-instance state is the simulated
+//! with [`JUDGE_SYSTEM_PREFIX`]) get a verdict from the answer key, SWE-PRBench judge requests
+//! get labels by word overlap ([`swe_prbench_judge_answer`]), `/v1/embeddings` gets hashed
+//! bag-of-words vectors ([`embed`]), everything else gets a code review ([`agent_answer`],
+//! [`judge_answer`]). The only per-instance state is the simulated
 //! prompt cache, the `malformed` judges' first-attempt memory, fault counters and the request log.
 
 mod agent;
 mod anthropic;
 mod det;
+mod embeddings;
 mod fixtures;
 mod judge;
 mod openai;
@@ -30,7 +33,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use agent::{agent_answer, agentic_step, ReviewComment, SUBMIT_COMMAND};
-pub use judge::{answers_prose, judge_answer, JUDGE_SYSTEM_PREFIX, PROSE_ANSWER};
+pub use embeddings::{embed, DIMENSIONS as EMBEDDING_DIMENSIONS};
+pub use judge::{answers_prose, judge_answer, swe_prbench_judge_answer, JUDGE_SYSTEM_PREFIX, PROSE_ANSWER};
 pub use usage::{estimate_tokens, Effort};
 
 /// How a [`ScriptedServer`] behaves beyond answering.
@@ -51,6 +55,28 @@ pub struct Faults {
     pub malformed_stream_chunk: bool,
     /// Sleep this long before answering each model request.
     pub delay_ms: u64,
+    /// A provider's rate limit: requests beyond it are answered 429 (see [`RateLimit`]).
+    pub rate_limit: Option<RateLimit>,
+    /// This fraction (0..=1) of authenticated model requests is answered 429 at random, as by an
+    /// overloaded provider whatever this client's rate: a 30% storm is `0.3`. Drawn from a
+    /// ChaCha8 generator seeded with `seed`, one draw per request in arrival order, so a run
+    /// with the same arrival order gets the same answers. Such a 429 carries `retry-after-ms:
+    /// rate_limited_retry_after_ms` and `retry-after` in whole seconds rounded up (both 0 by
+    /// default: retry at once), and does not use the rate limit's tokens.
+    pub rate_limited_fraction: f64,
+    pub rate_limited_retry_after_ms: u64,
+    pub seed: u64,
+}
+
+/// A token bucket: `burst` tokens, refilled at `per_second` (starting full). A model request
+/// that passes the other faults takes a token, or, finding less than one, is answered 429 with
+/// `retry-after-ms` (the milliseconds until a token is available, rounded up) and `retry-after`
+/// (the same in whole seconds, rounded up), as OpenAI sends them. Only requests that are
+/// answered count against the limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    pub per_second: f64,
+    pub burst: u32,
 }
 
 /// Which scripted model answered a request.
@@ -58,6 +84,8 @@ pub struct Faults {
 pub enum Role {
     /// The system prompt starts with [`JUDGE_SYSTEM_PREFIX`].
     Judge,
+    /// The system prompt starts with [`crate::swe_prbench::SWE_PRBENCH_JUDGE_SYSTEM_PREFIX`].
+    SwePrBenchJudge,
     /// Any other request: a code reviewer.
     Agent,
 }
@@ -65,7 +93,10 @@ pub enum Role {
 impl Role {
     /// The role a request's system prompt (or instructions, or first message) selects.
     pub fn of(instructions: &str) -> Role {
-        if instructions.trim_start().starts_with(JUDGE_SYSTEM_PREFIX) {
+        let instructions = instructions.trim_start();
+        if instructions.starts_with(crate::swe_prbench::SWE_PRBENCH_JUDGE_SYSTEM_PREFIX) {
+            Role::SwePrBenchJudge
+        } else if instructions.starts_with(JUDGE_SYSTEM_PREFIX) {
             Role::Judge
         } else {
             Role::Agent

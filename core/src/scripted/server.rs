@@ -12,12 +12,15 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
+use tokio::time::Instant;
 
 use super::det::hash_u64;
 use super::request::{Completion, Exchange, ToolCall};
 use super::usage::{cache_prefix, Usage};
-use super::{agent, anthropic, judge, openai, Faults, RecordedRequest, Role, ScriptedConfig};
+use super::{agent, anthropic, judge, openai, Faults, RateLimit, RecordedRequest, Role, ScriptedConfig};
 
 /// State shared by all handlers of one server instance.
 pub(crate) struct Shared {
@@ -28,6 +31,10 @@ pub(crate) struct Shared {
     models: Mutex<Vec<String>>,
     /// Authenticated model requests per path, for `status_every_nth`.
     counts: Mutex<HashMap<&'static str, u64>>,
+    /// The draws of `rate_limited_fraction`, seeded with `Faults::seed`.
+    storm: Mutex<ChaCha8Rng>,
+    /// The `rate_limit` token bucket: (tokens, when last refilled); `None` until first used.
+    bucket: Mutex<Option<(f64, Instant)>>,
     /// Hashes of the prompt prefixes seen: the simulated prompt cache.
     cache: Mutex<HashSet<u64>>,
     /// (judge model, finding, ground truth) already answered: `malformed` judges recover on retry.
@@ -44,6 +51,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     pub fn new(config: ScriptedConfig) -> Shared {
         Shared {
+            storm: Mutex::new(ChaCha8Rng::seed_from_u64(config.faults.seed)),
+            bucket: Mutex::default(),
             faults: Mutex::new(config.faults.clone()),
             config,
             log: Mutex::default(),
@@ -59,7 +68,10 @@ impl Shared {
         lock(&self.log).clone()
     }
 
+    /// Replacing the faults restarts the random 429s from the new seed and refills the bucket.
     pub fn set_faults(&self, faults: Faults) {
+        *lock(&self.storm) = ChaCha8Rng::seed_from_u64(faults.seed);
+        *lock(&self.bucket) = None;
         *lock(&self.faults) = faults;
     }
 
@@ -91,9 +103,30 @@ impl Shared {
         }
     }
 
-    /// The injected status for this request, if it is an nth one on its path.
-    fn fault(&self, path: &'static str) -> Option<StatusCode> {
-        let (status, every) = self.faults().status_every_nth?;
+    /// The injected failure for this authenticated model request, if any, in this order:
+    /// `status_every_nth`, then `rate_limited_fraction`, then `rate_limit` (so only a request
+    /// that would be answered takes a token).
+    fn fault(&self, path: &'static str) -> Option<Fault> {
+        let faults = self.faults();
+        if let Some(status) = self.nth_fault(&faults, path) {
+            return Some(Fault::Status(status));
+        }
+        if faults.rate_limited_fraction > 0.0 && lock(&self.storm).random::<f64>() < faults.rate_limited_fraction {
+            return Some(Fault::RateLimited {
+                message: "injected fault: 429 (random rate limiting)".into(),
+                retry_after: Duration::from_millis(faults.rate_limited_retry_after_ms),
+            });
+        }
+        let limit = faults.rate_limit?;
+        self.take_token(limit).err().map(|retry_after| Fault::RateLimited {
+            message: format!("rate limit reached: {} requests per second", limit.per_second),
+            retry_after,
+        })
+    }
+
+    /// The `status_every_nth` status, if this request is an nth one on its path.
+    fn nth_fault(&self, faults: &Faults, path: &'static str) -> Option<StatusCode> {
+        let (status, every) = faults.status_every_nth?;
         if every == 0 {
             return None;
         }
@@ -101,6 +134,23 @@ impl Shared {
         let count = counts.entry(path).or_insert(0);
         *count += 1;
         count.is_multiple_of(every).then(|| StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+    }
+
+    /// Takes a token from the bucket, or says how long until there is one.
+    fn take_token(&self, limit: RateLimit) -> Result<(), Duration> {
+        let rate = if limit.per_second.is_finite() { limit.per_second.max(1e-6) } else { f64::MAX };
+        let burst = f64::from(limit.burst.max(1));
+        let now = Instant::now();
+        let mut bucket = lock(&self.bucket);
+        let (tokens, last) = bucket.get_or_insert((burst, now));
+        *tokens = (*tokens + now.saturating_duration_since(*last).as_secs_f64() * rate).min(burst);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64(((1.0 - *tokens) / rate).min(1e9)))
+        }
     }
 
     fn complete(&self, api: Api, exchange: &Exchange) -> (Role, Completion) {
@@ -114,6 +164,11 @@ impl Shared {
                 let first = !exchange.model.contains("malformed")
                     || lock(&self.judged).insert(judge::attempt_key(&exchange.model, prompt));
                 judge::judge_answer(&exchange.model, prompt, first)
+            }
+            Role::SwePrBenchJudge => {
+                let first = !exchange.model.contains("malformed")
+                    || lock(&self.judged).insert(judge::swe_prbench_attempt_key(&exchange.model, &exchange.user));
+                judge::swe_prbench_judge_answer(&exchange.model, &exchange.user, first)
             }
             Role::Agent if exchange.shell_tool.is_some() => {
                 let step = exchange.tool_calls_so_far;
@@ -151,6 +206,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             "/v1/messages",
             post(|s: State<Arc<Shared>>, h: HeaderMap, b: Bytes| model_request(s, Api::Messages, h, b)),
         )
+        .route("/v1/embeddings", post(embeddings_request))
         .with_state(shared)
 }
 
@@ -243,8 +299,8 @@ async fn model_request(State(shared): State<Arc<Shared>>, api: Api, headers: Hea
             _ => "send it as `Authorization: Bearer <key>`",
         };
         api.error(StatusCode::UNAUTHORIZED, &format!("{reason}: {hint}"))
-    } else if let Some(status) = shared.fault(api.path()) {
-        fault_response(api, status)
+    } else if let Some(fault) = shared.fault(api.path()) {
+        fault_response(api, fault)
     } else {
         match &parsed {
             Err(problem) => api.error(StatusCode::BAD_REQUEST, problem),
@@ -268,13 +324,32 @@ async fn model_request(State(shared): State<Arc<Shared>>, api: Api, headers: Hea
     response
 }
 
-fn fault_response(api: Api, status: StatusCode) -> Response {
-    let message = format!("injected fault: {status}");
-    let mut response = api.error(status, &message);
-    if status == StatusCode::TOO_MANY_REQUESTS {
+/// An injected failure.
+enum Fault {
+    /// `status_every_nth`.
+    Status(StatusCode),
+    /// `rate_limited_fraction` or `rate_limit`: 429 asking to wait this long.
+    RateLimited { message: String, retry_after: Duration },
+}
+
+fn fault_response(api: Api, fault: Fault) -> Response {
+    match fault {
         // Zero so clients honouring it retry at once and tests stay fast.
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("0"));
+        Fault::Status(StatusCode::TOO_MANY_REQUESTS) => {
+            rate_limited(api, &format!("injected fault: {}", StatusCode::TOO_MANY_REQUESTS), Duration::ZERO)
+        }
+        Fault::Status(status) => api.error(status, &format!("injected fault: {status}")),
+        Fault::RateLimited { message, retry_after } => rate_limited(api, &message, retry_after),
     }
+}
+
+/// A 429 with `retry-after` (whole seconds, rounded up) and `retry-after-ms` (rounded up).
+fn rate_limited(api: Api, message: &str, retry_after: Duration) -> Response {
+    let mut response = api.error(StatusCode::TOO_MANY_REQUESTS, message);
+    let millis = retry_after.as_nanos().div_ceil(1_000_000);
+    let headers = response.headers_mut();
+    headers.insert(header::RETRY_AFTER, HeaderValue::from(millis.div_ceil(1000) as u64));
+    headers.insert("retry-after-ms", HeaderValue::from(millis as u64));
     response
 }
 
@@ -295,6 +370,34 @@ async fn list_models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> R
     shared.record(RecordedRequest {
         path: "/v1/models".to_string(),
         model: None,
+        api_key: key,
+        role: None,
+        stream: false,
+        status: response.status().as_u16(),
+    });
+    response
+}
+
+/// `POST /v1/embeddings` (OpenAI's shape, see `super::embeddings`): authenticated like the model
+/// endpoints; no faults are injected here.
+async fn embeddings_request(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let key = bearer(&headers);
+    let parsed = serde_json::from_slice::<Value>(&body)
+        .map_err(|e| format!("the request body is not valid JSON: {e}"))
+        .and_then(|value| super::embeddings::parse(&value));
+    let response = match (shared.authorize(key.as_deref()), &parsed) {
+        (Err(reason), _) => {
+            openai::error(StatusCode::UNAUTHORIZED, &format!("{reason}: send it as `Authorization: Bearer <key>`"))
+        }
+        (Ok(()), Err(problem)) => openai::error(StatusCode::BAD_REQUEST, problem),
+        (Ok(()), Ok(request)) => {
+            shared.remember_model(&request.model);
+            Json(super::embeddings::answer(request)).into_response()
+        }
+    };
+    shared.record(RecordedRequest {
+        path: "/v1/embeddings".to_string(),
+        model: parsed.as_ref().ok().map(|request| request.model.clone()),
         api_key: key,
         role: None,
         stream: false,
