@@ -1,3 +1,7 @@
 //! The Lightsout Kubernetes controller: reconciles EvaluationRuns into per-trial Jobs.
 
+pub mod backoff;
+pub mod budget;
+pub mod observation;
+pub mod schedule;
 pub mod status;
