@@ -2,6 +2,9 @@
 
 pub mod backoff;
 pub mod budget;
+pub mod job;
+pub mod labels;
+pub mod network;
 pub mod observation;
 pub mod schedule;
 pub mod status;

@@ -4,7 +4,8 @@
 
 pub mod agent_process;
 pub mod harness;
-pub mod job;
+/// The job a trial pod runs (shared with the controller, which writes it).
+pub use lightsout_core::pod_job as job;
 pub mod local;
 pub mod proxy;
 pub mod sandbox;

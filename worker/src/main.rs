@@ -10,6 +10,9 @@
 //! - `resolve HOST:PORT`: prints the addresses the worker resolves a name to, for debugging a
 //!   task image's DNS setup (the static worker brings its own resolver, reading the image's
 //!   `/etc/hosts`, `/etc/resolv.conf` and `/etc/nsswitch.conf`).
+//! - `copy-self DIR`: copies this executable to `DIR/lightsout-worker` (mode 0755, atomically:
+//!   a temporary file in `DIR` renamed into place). The trial pod's `worker` init container runs
+//!   it to put the static worker into the volume the task container runs it from.
 //! - `--version`.
 
 use std::ffi::OsString;
@@ -28,7 +31,61 @@ use lightsout_worker::{harness, sandbox};
 /// The worker's exit status when an infrastructure failure ended the attempt.
 const EXIT_INFRA: u8 = 3;
 
+/// Makes this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`).
+///
+/// The agent runs as the same uid as the worker in a restricted pod, and the worker holds the
+/// provider key (from the environment, for its metering proxy). A dumpable process's
+/// `/proc/<pid>/environ` and `/proc/<pid>/mem` are readable and ptrace-able by any process of
+/// the same uid; a non-dumpable one's `/proc/<pid>` files are owned by root and ptrace attach is
+/// refused, so the agent cannot read the key out of the worker. Children started by `execve`
+/// become dumpable again, which is why the key is also never passed to the agent's environment.
+fn make_non_dumpable() -> std::io::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes one integer argument and touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether this process is dumpable (`prctl(PR_GET_DUMPABLE)`).
+#[cfg(test)]
+fn is_dumpable() -> bool {
+    // SAFETY: PR_GET_DUMPABLE takes no argument.
+    unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) != 0 }
+}
+
+/// `copy-self DIR`: copies the running executable to `DIR/lightsout-worker`, mode 0755, through a
+/// temporary file in `DIR` renamed into place, so a reader never sees a half-written binary.
+fn copy_self(dir: &std::path::Path) -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let source = std::env::current_exe()?;
+    std::fs::create_dir_all(dir)?;
+    let target = dir.join("lightsout-worker");
+    let temp = dir.join(format!(".lightsout-worker.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut input = std::fs::File::open(&source)?;
+        let mut output = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o755).open(&temp)?;
+        std::io::copy(&mut input, &mut output)?;
+        output.flush()?;
+        // The mode given to open is masked by the umask; set it exactly.
+        output.set_permissions(std::fs::Permissions::from_mode(0o755))?;
+        output.sync_all()?;
+        drop(output);
+        std::fs::rename(&temp, &target)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result.map(|()| target)
+}
+
 fn run_job(file: &std::path::Path) -> ExitCode {
+    // First, before the key is read: see make_non_dumpable.
+    if let Err(e) = make_non_dumpable() {
+        eprintln!("lightsout-worker: prctl(PR_SET_DUMPABLE, 0): {e}");
+        return ExitCode::from(EXIT_INFRA);
+    }
     let job = match std::fs::read_to_string(file).map_err(|e| e.to_string()).and_then(|text| PodJob::parse(&text)) {
         Ok(job) => job,
         Err(e) => {
@@ -127,7 +184,7 @@ fn run_job(file: &std::path::Path) -> ExitCode {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: lightsout-worker run --job FILE\n       lightsout-worker install-harness NAME VERSION [--root DIR]\n       lightsout-worker resolve HOST:PORT\n       lightsout-worker --version\n       lightsout-worker sandbox --socket S --port P [--hide DIR]... [--user UID:GID] -- PROGRAM [ARGS]...");
+    eprintln!("usage: lightsout-worker run --job FILE\n       lightsout-worker install-harness NAME VERSION [--root DIR]\n       lightsout-worker resolve HOST:PORT\n       lightsout-worker copy-self DIR\n       lightsout-worker --version\n       lightsout-worker sandbox --socket S --port P [--hide DIR]... [--user UID:GID] -- PROGRAM [ARGS]...");
     ExitCode::from(2)
 }
 
@@ -149,6 +206,19 @@ fn main() -> ExitCode {
         Some("resolve") => match args.get(1).and_then(|a| a.to_str()) {
             Some(target) => resolve(target),
             None => usage(),
+        },
+        Some("copy-self") => match args.get(1) {
+            Some(dir) if args.len() == 2 => match copy_self(std::path::Path::new(dir)) {
+                Ok(target) => {
+                    println!("copied to {}", target.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("lightsout-worker: copy-self {}: {e}", PathBuf::from(dir).display());
+                    ExitCode::FAILURE
+                }
+            },
+            _ => usage(),
         },
         Some("run") => match (args.get(1).and_then(|a| a.to_str()), args.get(2)) {
             (Some("--job"), Some(file)) => run_job(&PathBuf::from(file)),
@@ -227,4 +297,17 @@ fn install_harness(args: &[OsString]) -> ExitCode {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn make_non_dumpable_clears_the_dumpable_flag() {
+        // The test binary starts dumpable (same uid, no setuid): the assertion can fail.
+        assert!(is_dumpable());
+        make_non_dumpable().unwrap();
+        assert!(!is_dumpable());
+    }
 }

@@ -1,4 +1,5 @@
-//! One trial attempt as the controller hands it to a worker pod: `lightsout-worker run --job FILE`.
+//! One trial attempt as the controller hands it to a worker pod (`lightsout-worker run --job FILE`);
+//! in core so that the controller writes exactly the schema the worker reads.
 //!
 //! The job carries no ground truth and no key: the provider's key is read from the environment
 //! variable it names (the worker's own, from a Secret), and only the metering proxy uses it.
@@ -6,10 +7,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lightsout_core::api::{ApiKind, S3Connection};
-use lightsout_core::dataset::Task;
-use lightsout_core::model::Endpoint;
-use lightsout_core::plan::Variant;
+use crate::api::{ApiKind, S3Connection};
+use crate::dataset::Task;
+use crate::model::Endpoint;
+use crate::plan::Variant;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
