@@ -126,3 +126,14 @@ fn codex_needs_a_responses_provider() {
         refused(&quickstart_with(&[("name: single-shot, version: \"1.0.0\"", "name: codex, version: \"0.171.0\"")]));
     assert!(err.contains("speaks only the OpenAI Responses API"), "{err}");
 }
+
+#[test]
+fn scoring_settings_that_cannot_work_are_named() {
+    let err = refused(&quickstart_with(&[(
+        "k: [1, 3, 5]",
+        "k: [1, 3, 5]\n    protocol: swe-prbench\n    swePrbench: {embeddings: {name: text-embedding-3-small, provider: nowhere}}\n    bootstrap: {resamples: 5}",
+    )]));
+    assert!(err.contains("judges.protocol swe-prbench") && err.contains("dataset.format swe-prbench"), "{err}");
+    assert!(err.contains("judges.swePrbench.embeddings.provider must be declared"), "{err}");
+    assert!(err.contains("spec.judges.bootstrap.resamples"), "{err}");
+}

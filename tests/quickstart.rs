@@ -3,6 +3,7 @@
 
 mod common;
 
+use lightsout_core::scoring::Verdicts;
 use serde_json::Value;
 
 #[test]
@@ -39,6 +40,31 @@ fn quickstart_runs_offline_and_resumes_without_recounting() {
         assert!(v["recall_by_track"]["pre-merge"]["5"].is_number(), "{v}");
         assert!(v["spend"]["agent_usd"].as_f64().unwrap() > 0.0);
         assert!(v["spend"]["judge_usd"].as_f64().unwrap() > 0.0);
+        // Every recall@k comes with its bootstrap interval, which brackets it.
+        for k in ["1", "3", "5"] {
+            let (r, i) = (v["recall"][k].as_f64().unwrap(), &v["recall_interval"][k]);
+            let (low, high) = (i["low"].as_f64().unwrap(), i["high"].as_f64().unwrap());
+            assert!(0.0 <= low && low <= r && r <= high && high <= 1.0, "k={k}: {i}");
+            assert_eq!(i["resamples"], 10_000, "{i}");
+        }
+        // Three judges: Fleiss' kappa and three pairs.
+        let agreement = &v["judge_agreement"];
+        assert!(agreement["fleiss"]["kappa"].as_f64().is_some_and(|k| k > 0.0 && k <= 1.0), "{agreement}");
+        assert_eq!(agreement["pairs"].as_array().unwrap().len(), 3, "{agreement}");
+        assert!(v["latency_ms"]["p95"].is_number() && v["agent_usd_per_trial"].as_f64().unwrap() > 0.0, "{v}");
+    }
+    assert_eq!(summary["protocol"], "crbugbench");
+    assert!(summary["tokens"]["judge"]["input_tokens"].as_u64().unwrap() > 0);
+    assert!(summary["tokens"]["agent"]["input_tokens"].as_u64().unwrap() > 0);
+    // Every variant is compared with the first, paired by task.
+    let comparisons = summary["comparisons"].as_array().unwrap();
+    assert_eq!(comparisons.len(), 3);
+    for c in comparisons {
+        let k1 = &c["by_k"]["1"];
+        assert_eq!(k1["mcnemar"]["pairs"], 10, "{c}");
+        let p = k1["mcnemar"]["p_value"].as_f64().unwrap();
+        assert!(p > 0.0 && p <= 1.0, "{c}");
+        assert!(k1["recall_difference"]["difference"]["estimate"].is_number(), "{c}");
     }
 
     // Every trial has exactly one finished attempt with a result and verdicts.
@@ -47,6 +73,12 @@ fn quickstart_runs_offline_and_resumes_without_recounting() {
     assert_eq!(results.len(), 40);
     assert!(results.iter().all(|f| f.contains("/attempt-1/")));
     assert_eq!(files.iter().filter(|f| f.ends_with("/verdicts.json")).count(), 40);
+    // Re-scoring from the judges' recorded answers, without a judge call, gives the same verdicts.
+    for f in files.iter().filter(|f| f.ends_with("/verdicts.json")) {
+        let stored: Verdicts = serde_json::from_slice(&std::fs::read(dir.path().join(f)).unwrap()).unwrap();
+        let Verdicts::CrBugBench(panel) = &stored else { panic!("{f}: quickstart is a CRBugBench run") };
+        assert_eq!(&panel.rescored(panel.vote_rule), panel, "{f}");
+    }
 
     // Simulate an interruption: three trials lose their result (the agent was running), one
     // loses only its verdicts (the judges were running).
@@ -80,7 +112,11 @@ fn quickstart_runs_offline_and_resumes_without_recounting() {
     for (a, b) in summary["variants"].as_array().unwrap().iter().zip(resumed["variants"].as_array().unwrap()) {
         assert_eq!(a["recall"], b["recall"]);
         assert_eq!(a["trials"], b["trials"]);
+        // Same verdicts and seed: the same intervals, bit for bit.
+        assert_eq!(a["recall_interval"], b["recall_interval"]);
+        assert_eq!(a["judge_agreement"], b["judge_agreement"]);
     }
+    assert_eq!(resumed["comparisons"], summary["comparisons"]);
 }
 
 fn results_uri(dir: &tempfile::TempDir) -> String {
@@ -114,4 +150,47 @@ fn the_swe_prbench_example_runs_with_json_findings_and_context() {
     let findings: Value = serde_json::from_slice(&std::fs::read(run_dir.join(findings)).unwrap()).unwrap();
     assert_eq!(findings["format"], "json");
     assert!(findings["findings"][0]["severity"].is_string(), "{findings}");
+
+    // Scored with the SWE-PRBench protocol: labels, matches and the weighted composite.
+    assert_eq!(summary["protocol"], "swe-prbench");
+    assert!(summary["notices"].as_array().unwrap().is_empty(), "embeddings are configured: {summary}");
+    for v in summary["variants"].as_array().unwrap() {
+        let swe = &v["swe_prbench"];
+        assert_eq!(swe["similarity"], serde_json::json!(["embeddings"]), "{swe}");
+        assert_eq!(swe["overall"]["prs"], 20, "{swe}");
+        let composite = swe["overall"]["composite"].as_f64().unwrap();
+        assert!(composite > 0.0 && composite <= 1.0, "{swe}");
+        let interval = &swe["composite_interval"];
+        assert!(interval["low"].as_f64().unwrap() <= composite && composite <= interval["high"].as_f64().unwrap());
+        assert!(swe["by_context"]["config_B"]["prs"] == 20, "{swe}");
+        assert!(swe["by_difficulty"].as_object().unwrap().len() >= 2, "{swe}");
+        assert!(v.get("judge_agreement").is_none(), "one judge, no agreement: {v}");
+    }
+    let verdicts = files.iter().find(|f| f.ends_with("verdicts.json")).unwrap();
+    let verdicts: Value = serde_json::from_slice(&std::fs::read(run_dir.join(verdicts)).unwrap()).unwrap();
+    assert_eq!(verdicts["protocol"], "swe-prbench");
+    assert_eq!(verdicts["prompt_version"], "swe-prbench-judge/v1");
+    assert!(verdicts["agent_comments"][0]["label"].is_string(), "{verdicts}");
+    assert!(verdicts["judge"]["answer"].is_string(), "the judge's raw answer is kept: {verdicts}");
+}
+
+/// Without an embeddings endpoint the lexical similarity is used, and the table and summary say
+/// so before anything else.
+#[test]
+fn swe_prbench_without_embeddings_says_lexical_prominently() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = std::fs::read_to_string(common::repo_root().join("manifests/examples/swe-prbench.yaml")).unwrap();
+    let embeddings = manifest.lines().find(|l| l.contains("embeddings:")).unwrap();
+    let lexical = manifest.replace(embeddings, "").replace("repeats: 2", "repeats: 1");
+    let file = dir.path().join("lexical.yaml");
+    std::fs::write(&file, lexical).unwrap();
+    let output = common::lightsout(&["run", "-f", file.to_str().unwrap(), "--results", &results_uri(&dir)]);
+    let out = common::stdout(&output);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(out.lines().nth(1).is_some_and(|l| l.starts_with("NOTE: SWE-PRBench similarity is LEXICAL")), "{out}");
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("runs/swe-prbench-sample/summary.json")).unwrap())
+            .unwrap();
+    assert!(summary["notices"][0].as_str().unwrap().contains("LEXICAL"), "{summary}");
+    assert_eq!(summary["variants"][0]["swe_prbench"]["similarity"], serde_json::json!(["lexical"]));
 }

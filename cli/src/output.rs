@@ -2,19 +2,28 @@
 
 use std::fmt::Write;
 
+use lightsout_core::api::ScoringProtocol;
 use lightsout_core::summary::RunSummary;
 
-/// A per-variant table: outcomes, recall@k, findings per review, cost and latency.
+/// A per-variant table: outcomes, recall@k with its interval, the SWE-PRBench composite, judge
+/// agreement, findings per review, cost and latency; the run's notices first.
 pub fn summary_table(summary: &RunSummary) -> String {
     let mut out = String::new();
     if summary.scripted_models {
         out.push_str("SCRIPTED MODELS: answers came from the built-in scripted model server, not from real models.\n");
     }
-    let recall_headers: Vec<String> = summary.k.iter().map(|k| format!("R@{k}")).collect();
+    for notice in &summary.notices {
+        let _ = writeln!(out, "NOTE: {notice}");
+    }
+    let composite = summary.protocol == ScoringProtocol::SwePrBench;
+    let recall_headers: Vec<String> = summary.k.iter().map(|k| format!("R@{k} [95% CI]")).collect();
     let mut rows = vec![{
         let mut header = vec!["variant".to_string(), "ok".into(), "failed".into(), "infra".into(), "pending".into()];
         header.extend(recall_headers.iter().cloned());
-        header.extend(["findings".to_string(), "USD".into(), "p50 s".into()]);
+        if composite {
+            header.push("composite [95% CI]".into());
+        }
+        header.extend(["kappa".to_string(), "findings".into(), "USD".into(), "p50 s".into()]);
         header
     }];
     for v in &summary.variants {
@@ -27,8 +36,25 @@ pub fn summary_table(summary: &RunSummary) -> String {
             t.pending.to_string(),
         ];
         for k in &summary.k {
-            row.push(v.recall.get(&k.to_string()).map(|r| format!("{r:.2}")).unwrap_or_else(|| "-".into()));
+            let k = k.to_string();
+            row.push(match (v.recall.get(&k), v.recall_interval.get(&k)) {
+                (Some(r), Some(i)) => format!("{r:.2} [{:.2},{:.2}]", i.low, i.high),
+                (Some(r), None) => format!("{r:.2}"),
+                _ => "-".into(),
+            });
         }
+        if composite {
+            let score = v.swe_prbench.as_ref().filter(|s| s.aggregate.overall.prs > 0);
+            row.push(match score {
+                Some(s) => match &s.composite_interval {
+                    Some(i) => format!("{:.3} [{:.3},{:.3}]", s.aggregate.overall.composite, i.low, i.high),
+                    None => format!("{:.3}", s.aggregate.overall.composite),
+                },
+                None => "-".into(),
+            });
+        }
+        let kappa = v.judge_agreement.as_ref().and_then(|a| a.fleiss.kappa);
+        row.push(kappa.map(|k| format!("{k:.2}")).unwrap_or_else(|| "-".into()));
         row.push(v.findings_per_review.map(|f| format!("{f:.1}")).unwrap_or_else(|| "-".into()));
         row.push(format!("{:.4}", v.spend.total_usd));
         row.push(v.latency_ms.map(|l| format!("{:.1}", l.p50 as f64 / 1000.0)).unwrap_or_else(|| "-".into()));

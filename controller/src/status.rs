@@ -382,13 +382,18 @@ mod tests {
             prompt: "default".to_string(),
             trials: counts(4, 0, 3, 1, 0),
             scored: if recall.is_empty() { 0 } else { 4 },
+            scored_tasks: if recall.is_empty() { 0 } else { 4 },
             recall: recall.iter().map(|(k, r)| (k.to_string(), *r)).collect(),
+            recall_interval: BTreeMap::new(),
             recall_by_track: BTreeMap::new(),
             findings_per_review: None,
             words_per_review: None,
+            judge_agreement: None,
+            swe_prbench: None,
             agent_tokens: Usage::default(),
             judge_tokens: Usage::default(),
             spend: SpendSummary { agent_usd: total_usd, judge_usd: 0.0, total_usd, unpriced_calls: 0 },
+            agent_usd_per_trial: None,
             latency_ms: None,
         }
     }
@@ -404,10 +409,15 @@ mod tests {
                 tasks: 10,
                 skipped_lines: 0,
             },
+            protocol: lightsout_core::api::ScoringProtocol::CrBugBench,
             k: vec![1, 3, 5],
+            bootstrap: lightsout_core::stats::BootstrapConfig::default(),
             trials,
             spend: SpendSummary { agent_usd: 3.0, judge_usd: 1.5, total_usd: 4.5, unpriced_calls: 2 },
+            tokens: Default::default(),
+            notices: Vec::new(),
             variants,
+            comparisons: Vec::new(),
         }
     }
 

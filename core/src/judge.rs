@@ -113,6 +113,60 @@ impl TrialVerdicts {
     pub fn hit_at(&self, k: u32) -> bool {
         self.first_hit_rank.is_some_and(|rank| rank <= k)
     }
+
+    /// The verdicts recomputed from the judges' recorded raw answers under `rule`, with no judge
+    /// call: each answer is read again with [`parse_answer`] (an unreadable one is a failed vote),
+    /// and the pairs are decided again. With the rule they were made under, this reproduces the
+    /// stored verdicts exactly; with another rule, it re-scores a finished run for free.
+    pub fn rescored(&self, rule: VoteRule) -> TrialVerdicts {
+        let votes: Vec<Vote> = self
+            .votes
+            .iter()
+            .map(|vote| {
+                let (value, reason) = parse_answer(&vote.answer).unwrap_or((VoteValue::Failed, String::new()));
+                Vote { value, reason, ..vote.clone() }
+            })
+            .collect();
+        let pairs: Vec<(u32, String)> = self.decisions.iter().map(|d| (d.rank, d.truth_id.clone())).collect();
+        let (decisions, caught) = decide_pairs(rule, &pairs, &votes);
+        TrialVerdicts {
+            vote_rule: rule,
+            first_hit_rank: caught.values().copied().min(),
+            votes,
+            decisions,
+            caught,
+            ..self.clone()
+        }
+    }
+}
+
+/// Decides each (rank, item) pair from its votes; returns the decisions in `pairs` order and each
+/// caught item's best rank.
+fn decide_pairs(rule: VoteRule, pairs: &[(u32, String)], votes: &[Vote]) -> (Vec<PairDecision>, BTreeMap<String, u32>) {
+    let mut by_pair: BTreeMap<(u32, &str), Vec<VoteValue>> = BTreeMap::new();
+    for vote in votes {
+        by_pair.entry((vote.rank, vote.truth_id.as_str())).or_default().push(vote.value);
+    }
+    let mut decisions = Vec::with_capacity(pairs.len());
+    let mut caught: BTreeMap<String, u32> = BTreeMap::new();
+    for (rank, truth_id) in pairs {
+        let pair = by_pair.get(&(*rank, truth_id.as_str())).map(Vec::as_slice).unwrap_or_default();
+        let matched = decide(rule, pair);
+        let count = |value| pair.iter().filter(|v| **v == value).count() as u32;
+        decisions.push(PairDecision {
+            rank: *rank,
+            truth_id: truth_id.clone(),
+            yes: count(VoteValue::Yes),
+            no: count(VoteValue::No),
+            failed: count(VoteValue::Failed),
+            matched,
+        });
+        if matched {
+            let best = caught.entry(truth_id.clone()).or_insert(*rank);
+            *best = (*best).min(*rank);
+        }
+    }
+    (decisions, caught)
 }
 
 /// Decides a pair from its votes under `rule` (see the module rules).
@@ -210,28 +264,9 @@ impl Panel {
             votes.push(outcome.vote);
         }
 
-        let mut decisions = Vec::new();
-        let mut caught: BTreeMap<String, u32> = BTreeMap::new();
-        for finding in &top {
-            for item in truth {
-                let pair: Vec<VoteValue> =
-                    votes.iter().filter(|v| v.rank == finding.rank && v.truth_id == item.id).map(|v| v.value).collect();
-                let matched = decide(self.vote, &pair);
-                let count = |value| pair.iter().filter(|v| **v == value).count() as u32;
-                decisions.push(PairDecision {
-                    rank: finding.rank,
-                    truth_id: item.id.clone(),
-                    yes: count(VoteValue::Yes),
-                    no: count(VoteValue::No),
-                    failed: count(VoteValue::Failed),
-                    matched,
-                });
-                if matched {
-                    let best = caught.entry(item.id.clone()).or_insert(finding.rank);
-                    *best = (*best).min(finding.rank);
-                }
-            }
-        }
+        let pairs: Vec<(u32, String)> =
+            top.iter().flat_map(|f| truth.iter().map(|item| (f.rank, item.id.clone()))).collect();
+        let (decisions, caught) = decide_pairs(self.vote, &pairs, &votes);
         Ok(TrialVerdicts {
             prompt_version: JUDGE_PROMPT_VERSION.to_string(),
             vote_rule: self.vote,
@@ -311,6 +346,59 @@ mod tests {
         assert!(!decide(VoteRule::Majority, &[]));
         assert!(decide(VoteRule::Unanimous, &[Yes, Yes, Failed]));
         assert!(!decide(VoteRule::Unanimous, &[Yes, Yes, No]));
+    }
+
+    #[test]
+    fn rescoring_rereads_recorded_answers_and_applies_the_rule() {
+        let vote = |rank: u32, judge: &str, answer: &str| Vote {
+            rank,
+            truth_id: "bug".into(),
+            judge: judge.into(),
+            value: Failed, // deliberately wrong: rescoring must read the answer again
+            reason: String::new(),
+            answer: answer.into(),
+            attempts: 1,
+        };
+        let (yes, no, prose) = (r#"{"verdict":"yes"}"#, r#"{"verdict":"no"}"#, "maybe?");
+        let stored = TrialVerdicts {
+            prompt_version: JUDGE_PROMPT_VERSION.into(),
+            vote_rule: VoteRule::Majority,
+            judges: vec!["a".into(), "b".into(), "c".into()],
+            judged_findings: 2,
+            truth_items: 1,
+            votes: vec![
+                vote(1, "a", yes),
+                vote(1, "b", no),
+                vote(1, "c", prose),
+                vote(2, "a", yes),
+                vote(2, "b", yes),
+                vote(2, "c", no),
+            ],
+            decisions: vec![
+                PairDecision { rank: 1, truth_id: "bug".into(), yes: 0, no: 0, failed: 0, matched: false },
+                PairDecision { rank: 2, truth_id: "bug".into(), yes: 0, no: 0, failed: 0, matched: false },
+            ],
+            caught: BTreeMap::new(),
+            first_hit_rank: None,
+            usage: Usage::default(),
+            cost_usd: 0.25,
+            unpriced_calls: 0,
+            calls: 6,
+        };
+        let majority = stored.rescored(VoteRule::Majority);
+        // Rank 1: yes, no, failed → a tie of valid votes, not a match; rank 2: 2 of 3.
+        assert_eq!(
+            majority.decisions[0],
+            PairDecision { rank: 1, truth_id: "bug".into(), yes: 1, no: 1, failed: 1, matched: false }
+        );
+        assert!(majority.decisions[1].matched);
+        assert_eq!(majority.first_hit_rank, Some(2));
+        assert_eq!(majority.votes[2].value, Failed);
+        assert_eq!(majority.cost_usd, 0.25, "re-scoring costs nothing and keeps the spend");
+        assert_eq!(majority.rescored(VoteRule::Majority), majority, "a fixed point");
+        let unanimous = stored.rescored(VoteRule::Unanimous);
+        assert_eq!(unanimous.first_hit_rank, None);
+        assert_eq!(unanimous.vote_rule, VoteRule::Unanimous);
     }
 
     #[test]

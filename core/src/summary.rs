@@ -1,21 +1,38 @@
 //! `summary.json`: a run's results per variant, computed from the trials' `result.json` and
-//! `verdicts.json` only, so anyone can recompute it from the stored artifacts.
+//! `verdicts.json` only, so anyone can recompute it from the stored artifacts — and, with the same
+//! artifacts and bootstrap seed, get the same file bit for bit (apart from `generated_at`).
 //!
 //! Scoring rules applied here:
 //! - A trial counts in a score when its outcome is the agent's doing (ok, agent-failed,
-//!   timed-out, budget-exceeded); the last three count as a review with no finding.
-//!   Infrastructure failures are never scored. An ok trial not yet judged is not scored yet.
-//! - recall@k = the share of scored trials whose task is hit at k (see [`crate::judge`]); with
+//!   timed-out, budget-exceeded); the last three count as a review with no finding (SWE-PRBench:
+//!   an empty output, composite 0). Infrastructure failures are never scored. An ok trial not yet
+//!   judged is not scored yet.
+//! - recall@k = the share of scored trials whose task is hit at k (see [`crate::scoring`]); with
 //!   repeats, each repeat is one sample. Also given per track (pre-merge, post-merge).
+//! - Intervals: 95% cluster-bootstrap intervals ([`crate::stats`]) that resample tasks, so a
+//!   task's repeats stay together; `spec.judges.bootstrap` sets resamples and seed.
+//! - SWE-PRBench: the composite and its parts are means weighted by ln(human comments + 1)
+//!   ([`crate::swe_prbench::aggregate`]); the composite's interval resamples tasks with the same
+//!   weights.
+//! - Judge agreement (CRBugBench, two or more judges): Fleiss' kappa and pairwise agreement over
+//!   the judged (finding, ground-truth item) pairs of the variant's scored trials.
+//! - Comparisons: every variant against the first, paired by (task, repeat): McNemar's exact test
+//!   on hit@k and a paired bootstrap of the recall difference.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::Track;
-use crate::judge::TrialVerdicts;
+use crate::api::{ContextConfig, EvaluationRunSpec, ScoringProtocol, Track};
+use crate::judge::{TrialVerdicts, VoteValue};
 use crate::model::Usage;
 use crate::plan::Variant;
+use crate::scoring::Verdicts;
+use crate::stats::{self, Agreement, BootstrapConfig, Cluster, Interval, McNemar, PairedDifference, Sample};
+use crate::swe_prbench::{
+    self, AgentOutputStatus, PrOutcome, ProtocolReading, ScoreInput, SimilarityKind, SwePrBenchAggregate,
+    SWE_PRBENCH_JUDGE_PROMPT_VERSION,
+};
 use crate::trial::{Outcome, TrialResult};
 
 pub const SUMMARY_SCHEMA: &str = "lightsout.dev/summary/v1";
@@ -28,10 +45,25 @@ pub struct RunSummary {
     /// real models.
     pub scripted_models: bool,
     pub dataset: DatasetSummary,
+    pub protocol: ScoringProtocol,
     pub k: Vec<u32>,
+    /// How every interval below was computed.
+    pub bootstrap: BootstrapConfig,
     pub trials: OutcomeCounts,
     pub spend: SpendSummary,
+    /// Tokens over the run, agents and judges apart.
+    pub tokens: TokenSummary,
+    /// Things a reader must know before quoting a number (e.g. a lexical similarity fallback).
+    pub notices: Vec<String>,
     pub variants: Vec<VariantSummary>,
+    /// Every other variant against the first one.
+    pub comparisons: Vec<Comparison>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenSummary {
+    pub agent: Usage,
+    pub judge: Usage,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,17 +131,37 @@ pub struct VariantSummary {
     pub trials: OutcomeCounts,
     /// Trials that count in the scores below.
     pub scored: u32,
+    /// Tasks with at least one scored trial (the bootstrap's clusters).
+    pub scored_tasks: u32,
     /// recall@k by k over all scored trials; absent until a trial is scored.
     pub recall: BTreeMap<String, f64>,
+    /// recall@k's bootstrap interval, by k.
+    pub recall_interval: BTreeMap<String, Interval>,
     /// recall@k by track, then k.
     pub recall_by_track: BTreeMap<String, BTreeMap<String, f64>>,
     pub findings_per_review: Option<f64>,
     pub words_per_review: Option<f64>,
+    /// CRBugBench panels of two or more judges: how much the judges agreed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_agreement: Option<Agreement>,
+    /// SWE-PRBench: the composite and its parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swe_prbench: Option<SwePrBenchSummary>,
     pub agent_tokens: Usage,
     pub judge_tokens: Usage,
     pub spend: SpendSummary,
+    /// Agent spend per finished, non-infrastructure trial.
+    pub agent_usd_per_trial: Option<f64>,
     /// Trial wall-clock duration quantiles over finished, non-infrastructure trials.
     pub latency_ms: Option<Quantiles>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwePrBenchSummary {
+    #[serde(flatten)]
+    pub aggregate: SwePrBenchAggregate,
+    /// The weighted composite's bootstrap interval.
+    pub composite_interval: Option<Interval>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -118,27 +170,146 @@ pub struct Quantiles {
     pub p95: u64,
 }
 
+/// A variant against the baseline (the first variant), paired by (task, repeat).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub baseline: String,
+    pub candidate: String,
+    /// By k: McNemar's exact test on hit@k, and the recall difference (candidate − baseline)
+    /// with its paired bootstrap interval.
+    pub by_k: BTreeMap<String, KComparison>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KComparison {
+    pub mcnemar: McNemar,
+    pub recall_difference: PairedDifference,
+}
+
 /// One planned trial as the summary sees it.
 #[derive(Debug, Clone)]
 pub struct TrialRecord {
     pub variant: u32,
+    pub task: String,
+    pub repeat: u32,
     pub track: Option<Track>,
+    pub difficulty: Option<String>,
+    /// Ground-truth items of the task (SWE-PRBench: human comments, the PR's weight).
+    pub truth_items: u32,
     /// The final attempt's result, if the trial has finished.
     pub result: Option<TrialResult>,
-    pub verdicts: Option<TrialVerdicts>,
+    pub verdicts: Option<Verdicts>,
 }
 
-/// Aggregates trial records into per-variant summaries (in the variants' order).
-pub fn summarise_variants(variants: &[Variant], records: &[TrialRecord], ks: &[u32]) -> Vec<VariantSummary> {
-    let mut out = Vec::with_capacity(variants.len());
-    for (index, variant) in variants.iter().enumerate() {
-        let mine: Vec<&TrialRecord> = records.iter().filter(|r| r.variant as usize == index).collect();
-        out.push(summarise_variant(variant, &mine, ks));
+/// How a run is scored, from its spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoringSettings {
+    pub protocol: ScoringProtocol,
+    pub ks: Vec<u32>,
+    pub bootstrap: BootstrapConfig,
+    pub context_config: Option<ContextConfig>,
+    pub reading: ProtocolReading,
+    pub similarity: SimilarityKind,
+}
+
+impl ScoringSettings {
+    pub fn of(spec: &EvaluationRunSpec) -> ScoringSettings {
+        let judges = &spec.judges;
+        ScoringSettings {
+            protocol: judges.protocol_for(spec.dataset.format),
+            ks: judges.k.iter().map(|k| (*k).max(1) as u32).collect(),
+            bootstrap: BootstrapConfig {
+                resamples: judges.bootstrap.resamples.max(1) as u32,
+                ..BootstrapConfig::with_seed(judges.bootstrap.seed as u64)
+            },
+            context_config: spec.agent.context_config,
+            reading: judges.swe_prbench.reading,
+            similarity: if judges.swe_prbench.embeddings.is_some() {
+                SimilarityKind::Embeddings
+            } else {
+                SimilarityKind::Lexical
+            },
+        }
     }
-    out
 }
 
-fn summarise_variant(variant: &Variant, records: &[&TrialRecord], ks: &[u32]) -> VariantSummary {
+/// The run's summary from its trial records (in the plan's order), variants in the plan's order.
+pub fn summarise_run(
+    run: RunIdentity,
+    dataset: DatasetSummary,
+    scripted_models: bool,
+    settings: &ScoringSettings,
+    variants: &[Variant],
+    records: &[TrialRecord],
+) -> RunSummary {
+    let mut notices = Vec::new();
+    let mut by_variant: Vec<Vec<&TrialRecord>> = vec![Vec::new(); variants.len()];
+    for record in records {
+        if let Some(mine) = by_variant.get_mut(record.variant as usize) {
+            mine.push(record);
+        }
+    }
+    let summaries: Vec<VariantSummary> = variants
+        .iter()
+        .zip(&by_variant)
+        .map(|(variant, mine)| summarise_variant(variant, mine, settings, &mut notices))
+        .collect();
+    let comparisons = match by_variant.split_first() {
+        Some((baseline, candidates)) => candidates
+            .iter()
+            .zip(&variants[1..])
+            .filter_map(|(candidate, variant)| {
+                compare(&variants[0], baseline, variant, candidate, settings, &mut notices)
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    if settings.protocol == ScoringProtocol::SwePrBench
+        && summaries.iter().any(|v| v.swe_prbench.as_ref().is_some_and(|s| s.aggregate.lexical()))
+    {
+        notices.insert(
+            0,
+            "SWE-PRBench similarity is LEXICAL (no embeddings endpoint in spec.judges.swePrbench.embeddings): \
+             stage-2 matching, duplicate clusters and alignment differ from the published protocol's embeddings"
+                .to_string(),
+        );
+    }
+    let (trials, spend) = totals(&summaries);
+    let tokens = TokenSummary {
+        agent: summaries.iter().map(|v| v.agent_tokens).sum(),
+        judge: summaries.iter().map(|v| v.judge_tokens).sum(),
+    };
+    RunSummary {
+        schema: SUMMARY_SCHEMA.to_string(),
+        run,
+        scripted_models,
+        dataset,
+        protocol: settings.protocol,
+        k: settings.ks.clone(),
+        bootstrap: settings.bootstrap,
+        trials,
+        spend,
+        tokens,
+        notices,
+        variants: summaries,
+        comparisons,
+    }
+}
+
+/// A scored trial: its hits and, under SWE-PRBench, its PR outcome.
+struct Scored<'a> {
+    record: &'a TrialRecord,
+    hits: Vec<bool>,
+    pr: Option<PrOutcome>,
+}
+
+fn summarise_variant(
+    variant: &Variant,
+    records: &[&TrialRecord],
+    settings: &ScoringSettings,
+    notices: &mut Vec<String>,
+) -> VariantSummary {
+    let ks = &settings.ks;
     let mut trials = OutcomeCounts { planned: records.len() as u32, ..Default::default() };
     let mut spend = SpendSummary::default();
     let mut agent_tokens = Usage::default();
@@ -146,8 +317,8 @@ fn summarise_variant(variant: &Variant, records: &[&TrialRecord], ks: &[u32]) ->
     let mut durations = Vec::new();
     let mut findings = Vec::new();
     let mut words = Vec::new();
-    // (track, hit@k for each k) per scored trial.
-    let mut scored: Vec<(Option<Track>, Vec<bool>)> = Vec::new();
+    let mut scored: Vec<Scored> = Vec::new();
+    let mut panels: Vec<&TrialVerdicts> = Vec::new();
 
     for record in records {
         let Some(result) = &record.result else {
@@ -162,44 +333,93 @@ fn summarise_variant(variant: &Variant, records: &[&TrialRecord], ks: &[u32]) ->
             None => {}
         }
         if let Some(verdicts) = &record.verdicts {
-            judge_tokens += verdicts.usage;
-            spend.judge_usd += verdicts.cost_usd;
-            spend.unpriced_calls += verdicts.unpriced_calls;
+            let judged = verdicts.spend();
+            judge_tokens += judged.usage;
+            spend.judge_usd += judged.cost_usd;
+            spend.unpriced_calls += judged.unpriced_calls;
         }
         if !result.outcome.is_scored() {
             continue;
         }
         durations.push(result.duration_ms);
-        let hits = match (result.outcome, &record.verdicts) {
-            (Outcome::Ok, Some(verdicts)) => ks.iter().map(|k| verdicts.hit_at(*k)).collect(),
+        let (hits, pr) = match (result.outcome, &record.verdicts) {
+            (Outcome::Ok, Some(verdicts)) => {
+                let hits = ks.iter().map(|k| verdicts.hit_at(*k)).collect();
+                match verdicts {
+                    Verdicts::CrBugBench(panel) => {
+                        panels.push(panel);
+                        (hits, None)
+                    }
+                    Verdicts::SwePrBench(pr) => (hits, Some(pr.outcome())),
+                }
+            }
             (Outcome::Ok, None) => continue, // not judged yet
-            _ => vec![false; ks.len()],
+            _ => (vec![false; ks.len()], no_review_outcome(record, settings)),
         };
         if result.outcome == Outcome::Ok {
             findings.push(result.findings as f64);
             words.push(result.review_words as f64);
         }
-        scored.push((record.track, hits));
+        scored.push(Scored { record, hits, pr });
     }
     spend.total_usd = spend.agent_usd + spend.judge_usd;
 
-    let recall_of = |rows: &[&(Option<Track>, Vec<bool>)]| -> BTreeMap<String, f64> {
+    let recall_of = |rows: &[&Scored]| -> BTreeMap<String, f64> {
         if rows.is_empty() {
             return BTreeMap::new();
         }
         ks.iter()
             .enumerate()
-            .map(|(i, k)| (k.to_string(), rows.iter().filter(|(_, hits)| hits[i]).count() as f64 / rows.len() as f64))
+            .map(|(i, k)| (k.to_string(), rows.iter().filter(|s| s.hits[i]).count() as f64 / rows.len() as f64))
             .collect()
     };
-    let all: Vec<&(Option<Track>, Vec<bool>)> = scored.iter().collect();
+    let all: Vec<&Scored> = scored.iter().collect();
     let mut recall_by_track = BTreeMap::new();
     for track in [Track::PreMerge, Track::PostMerge] {
-        let rows: Vec<_> = scored.iter().filter(|(t, _)| *t == Some(track)).collect();
+        let rows: Vec<_> = scored.iter().filter(|s| s.record.track == Some(track)).collect();
         if !rows.is_empty() {
             recall_by_track.insert(track.as_str().to_string(), recall_of(&rows));
         }
     }
+
+    // One set of task draws for every recall@k column and the composite.
+    let mut columns: Vec<Vec<Cluster<&str>>> = vec![Vec::new(); ks.len()];
+    let mut composite: Vec<Cluster<&str>> = Vec::new();
+    let mut tasks: BTreeMap<&str, Vec<&Scored>> = BTreeMap::new();
+    for s in &scored {
+        tasks.entry(s.record.task.as_str()).or_default().push(s);
+    }
+    for (task, rows) in &tasks {
+        for (i, column) in columns.iter_mut().enumerate() {
+            column.push(Cluster::new(*task, rows.iter().map(|s| f64::from(u8::from(s.hits[i]))).collect()));
+        }
+        let prs: Vec<&PrOutcome> = rows.iter().filter_map(|s| s.pr.as_ref()).collect();
+        if let Some(first) = prs.first() {
+            let weight = (f64::from(first.scores.human_comments) + 1.0).ln();
+            composite.push(Cluster::weighted(*task, weight, prs.iter().map(|p| p.scores.composite).collect()));
+        }
+    }
+    let has_composite = !composite.is_empty();
+    if has_composite {
+        columns.push(composite);
+    }
+    let mut intervals = match stats::bootstrap_columns(&columns, &settings.bootstrap) {
+        Ok(intervals) => intervals,
+        Err(e) => {
+            notices.push(format!("variant {}: no bootstrap intervals: {e}", variant.name));
+            vec![None; columns.len()]
+        }
+    };
+    let composite_interval = if has_composite { intervals.pop().flatten() } else { None };
+    let recall_interval =
+        ks.iter().zip(intervals).filter_map(|(k, interval)| Some((k.to_string(), interval?))).collect();
+
+    let swe_prbench = (settings.protocol == ScoringProtocol::SwePrBench).then(|| {
+        let outcomes: Vec<PrOutcome> = scored.iter().filter_map(|s| s.pr.clone()).collect();
+        SwePrBenchSummary { aggregate: swe_prbench::aggregate(&outcomes), composite_interval }
+    });
+    let judge_agreement = panel_agreement(&panels, variant, notices);
+    let finished_scored = durations.len();
     VariantSummary {
         id: variant.id.clone(),
         name: variant.name.clone(),
@@ -210,15 +430,142 @@ fn summarise_variant(variant: &Variant, records: &[&TrialRecord], ks: &[u32]) ->
         prompt: variant.prompt.label(),
         trials,
         scored: scored.len() as u32,
+        scored_tasks: tasks.len() as u32,
         recall: recall_of(&all),
+        recall_interval,
         recall_by_track,
         findings_per_review: mean(&findings),
         words_per_review: mean(&words),
+        judge_agreement,
+        swe_prbench,
         agent_tokens,
         judge_tokens,
+        agent_usd_per_trial: (finished_scored > 0).then(|| spend.agent_usd / finished_scored as f64),
         spend,
         latency_ms: quantiles(&mut durations),
     }
+}
+
+/// Under SWE-PRBench, a scored trial without a review (agent failure, timeout, trial budget)
+/// is an empty output: composite 0, weighted by its PR's human comments like any other.
+fn no_review_outcome(record: &TrialRecord, settings: &ScoringSettings) -> Option<PrOutcome> {
+    if settings.protocol != ScoringProtocol::SwePrBench {
+        return None;
+    }
+    let scores = swe_prbench::score_pr(&ScoreInput {
+        agent_output: AgentOutputStatus::Empty,
+        human_comments: record.truth_items as usize,
+        labels: &[],
+        actionability: &[],
+        matched_cosines: &[],
+        clusters: 0,
+        judge_fallback: false,
+    });
+    Some(PrOutcome {
+        prompt_version: SWE_PRBENCH_JUDGE_PROMPT_VERSION.to_string(),
+        reading: settings.reading,
+        similarity: settings.similarity,
+        context_config: settings.context_config,
+        difficulty: record.difficulty.clone(),
+        scores,
+    })
+}
+
+/// Fleiss' kappa and pairwise agreement over every judged (finding, item) pair of `panels`;
+/// `None` with fewer than two judges.
+fn panel_agreement(panels: &[&TrialVerdicts], variant: &Variant, notices: &mut Vec<String>) -> Option<Agreement> {
+    let judges = panels.iter().map(|p| p.judges.len()).max()?;
+    if judges < 2 {
+        return None;
+    }
+    let mut items: Vec<Vec<Option<u32>>> = Vec::new();
+    for panel in panels {
+        let mut pairs: BTreeMap<(u32, &str), Vec<Option<u32>>> = BTreeMap::new();
+        for vote in &panel.votes {
+            let Some(position) = panel.judges.iter().position(|j| *j == vote.judge) else { continue };
+            let slot = pairs.entry((vote.rank, vote.truth_id.as_str())).or_insert_with(|| vec![None; judges]);
+            slot[position] = match vote.value {
+                VoteValue::Yes => Some(1),
+                VoteValue::No => Some(0),
+                VoteValue::Failed => None,
+            };
+        }
+        items.extend(pairs.into_values());
+    }
+    match stats::agreement(&items) {
+        Ok(agreement) => Some(agreement),
+        Err(e) => {
+            notices.push(format!("variant {}: no judge agreement: {e}", variant.name));
+            None
+        }
+    }
+}
+
+fn compare(
+    baseline_variant: &Variant,
+    baseline: &[&TrialRecord],
+    candidate_variant: &Variant,
+    candidate: &[&TrialRecord],
+    settings: &ScoringSettings,
+    notices: &mut Vec<String>,
+) -> Option<Comparison> {
+    /// One sample per scored trial: its hit@k for every k.
+    fn samples<'a>(records: &[&'a TrialRecord], ks: &[u32]) -> Vec<Sample<&'a str, Vec<bool>>> {
+        records
+            .iter()
+            .filter_map(|r| {
+                let result = r.result.as_ref().filter(|r| r.outcome.is_scored())?;
+                let hits = match (result.outcome, &r.verdicts) {
+                    (Outcome::Ok, Some(v)) => ks.iter().map(|k| v.hit_at(*k)).collect(),
+                    (Outcome::Ok, None) => return None,
+                    _ => vec![false; ks.len()],
+                };
+                Some(Sample { task: r.task.as_str(), repeat: r.repeat, value: hits })
+            })
+            .collect()
+    }
+    /// Column `i` of `samples`.
+    fn at<'a>(samples: &[Sample<&'a str, Vec<bool>>], i: usize) -> Vec<Sample<&'a str, bool>> {
+        samples.iter().map(|s| Sample { task: s.task, repeat: s.repeat, value: s.value[i] }).collect()
+    }
+    /// Hits as 0/1 values.
+    fn as_f64<'a>(samples: &[Sample<&'a str, Vec<bool>>]) -> Vec<Sample<&'a str, Vec<f64>>> {
+        samples
+            .iter()
+            .map(|s| Sample {
+                task: s.task,
+                repeat: s.repeat,
+                value: s.value.iter().map(|hit| f64::from(u8::from(*hit))).collect(),
+            })
+            .collect()
+    }
+    let ks = &settings.ks;
+    let (b, c) = (samples(baseline, ks), samples(candidate, ks));
+    // One paired bootstrap for every k: one pairing, and one draw per resample shared by every k.
+    let differences = stats::paired_bootstrap_columns(&as_f64(&b), &as_f64(&c), &settings.bootstrap);
+    let mut by_k = BTreeMap::new();
+    for (i, k) in ks.iter().enumerate() {
+        let outcome = stats::mcnemar(&at(&b, i), &at(&c, i)).and_then(|m| {
+            let differences = differences.as_ref().map_err(Clone::clone)?;
+            // With no sample at all there is no column, and McNemar has no pair.
+            Ok(differences.get(i).cloned().map(|d| (m, d)))
+        });
+        match outcome {
+            Ok(Some((mcnemar, recall_difference))) => {
+                if mcnemar.pairs > 0 {
+                    by_k.insert(k.to_string(), KComparison { mcnemar, recall_difference });
+                }
+            }
+            Ok(None) => {}
+            Err(e) => notices
+                .push(format!("comparison {} vs {} at k={k}: {e}", candidate_variant.name, baseline_variant.name)),
+        }
+    }
+    (!by_k.is_empty()).then(|| Comparison {
+        baseline: baseline_variant.name.clone(),
+        candidate: candidate_variant.name.clone(),
+        by_k,
+    })
 }
 
 fn mean(values: &[f64]) -> Option<f64> {

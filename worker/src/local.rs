@@ -13,17 +13,17 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use futures::stream::{self, StreamExt};
-use lightsout_core::api::EvaluationRun;
-use lightsout_core::dataset::{self, GroundTruth, LineError, LoadedTask};
+use lightsout_core::api::{EvaluationRun, ScoringProtocol};
+use lightsout_core::dataset::{self, LineError, LoadedTask};
 use lightsout_core::findings::ParsedReview;
-use lightsout_core::judge::{Judge, Panel, TrialVerdicts};
 use lightsout_core::model::{Endpoint, ModelClient, RetryPolicy};
 use lightsout_core::plan;
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::prompts::{agentic_review_prompt, review_prompt};
 use lightsout_core::results::{ResultStore, RunLayout};
+use lightsout_core::scoring::{Scorer, Verdicts};
 use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
-use lightsout_core::summary::{self, DatasetSummary, RunIdentity, RunSummary, TrialRecord, SUMMARY_SCHEMA};
+use lightsout_core::summary::{self, DatasetSummary, RunIdentity, RunSummary, TrialRecord};
 use lightsout_core::trial::{Outcome, TrialResult};
 use lightsout_core::validate::spec_hash;
 use lightsout_core::workspace;
@@ -197,11 +197,17 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     claim_results_dir(&store, &layout, run, &variants).await?;
 
     let client = ModelClient::new(timeout + Duration::from_secs(5), config.model_retry.clone());
-    let panel = build_panel(run, &providers, &client, &config.pricing)?;
-    if panel.is_none() {
+    let scorer = Scorer::from_spec(spec, &providers.endpoints, &client, &config.pricing)?;
+    if scorer.is_none() {
         on_event(Event::Notice("spec.judges.panel is empty: reviews are collected but not scored".into()));
     }
-    let k_max = spec.judges.k.iter().copied().max().unwrap_or(5).max(1) as u32;
+    let settings = summary::ScoringSettings::of(spec);
+    if settings.protocol == ScoringProtocol::SwePrBench && spec.judges.panel.len() > 1 {
+        on_event(Event::Notice(format!(
+            "SWE-PRBench is a single-judge protocol: {} labels the comments; the other judges of the panel are not asked",
+            spec.judges.panel[0].name
+        )));
+    }
 
     let state = scan(&store, &layout).await?;
     // Trials whose sibling repeats finished have a measured duration; the rest are estimated.
@@ -218,19 +224,17 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     }
     let spent = Arc::new(Mutex::new(state.spent_usd()));
     let budget_hit = Arc::new(Mutex::new(false));
-    let truth_by_task: HashMap<&str, &GroundTruth> = tasks.iter().map(|t| (t.task.id.as_str(), &t.truth)).collect();
 
     let work = plan.trials.iter().filter(|t| {
-        !state.is_final(&t.id, max_attempts) || state.needs_judging(&t.id, max_attempts) && panel.is_some()
+        !state.is_final(&t.id, max_attempts) || state.needs_judging(&t.id, max_attempts) && scorer.is_some()
     });
     let on_event = &on_event;
     stream::iter(work)
         .for_each_concurrent(spec.parallelism.max(1) as usize, |planned| {
             let variant = &plan.variants[planned.variant as usize];
             let loaded: &LoadedTask = &tasks[planned.task as usize];
-            let truth = truth_by_task[loaded.task.id.as_str()];
-            let (spent, budget_hit, state, store, layout, client, providers, panel, pricing) =
-                (&spent, &budget_hit, &state, &store, &layout, &client, &providers, &panel, &config.pricing);
+            let (spent, budget_hit, state, store, layout, client, providers, scorer, pricing) =
+                (&spent, &budget_hit, &state, &store, &layout, &client, &providers, &scorer, &config.pricing);
             let (installed, dataset_file, sandbox) = (&installed, &dataset_file, &config.sandbox);
             async move {
                 let mut final_result = state.final_result(&planned.id, max_attempts).cloned();
@@ -321,12 +325,12 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                         break;
                     }
                 }
-                let (Some(result), Some(panel)) = (final_result, panel) else { return };
+                let (Some(result), Some(scorer)) = (final_result, scorer) else { return };
                 if result.outcome != Outcome::Ok || state.has_verdicts(&planned.id, result.attempt) {
                     return;
                 }
-                match judge_trial(store, layout, panel, &result, truth, k_max).await {
-                    Ok(verdicts) => *spent.lock().expect("lock") += verdicts.cost_usd,
+                match judge_trial(store, layout, scorer, &result, loaded).await {
+                    Ok(verdicts) => *spent.lock().expect("lock") += verdicts.spend().cost_usd,
                     Err(e) => on_event(Event::JudgingFailed {
                         variant: variant.name.clone(),
                         task: loaded.task.id.clone(),
@@ -345,27 +349,32 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
         .map(|t| {
             let result = state.final_result(&t.id, max_attempts).cloned();
             let verdicts = result.as_ref().and_then(|r| state.verdicts(&t.id, r.attempt)).cloned();
-            TrialRecord { variant: t.variant, track: tasks[t.task as usize].task.track, result, verdicts }
+            let loaded = &tasks[t.task as usize];
+            TrialRecord {
+                variant: t.variant,
+                task: loaded.task.id.clone(),
+                repeat: t.repeat,
+                track: loaded.task.track,
+                difficulty: loaded.task.difficulty.clone(),
+                truth_items: loaded.truth.items().len() as u32,
+                result,
+                verdicts,
+            }
         })
         .collect();
-    let ks: Vec<u32> = spec.judges.k.iter().map(|k| (*k).max(1) as u32).collect();
-    let variants = summary::summarise_variants(&plan.variants, &records, &ks);
-    let (trials, spend) = summary::totals(&variants);
-    let summary = RunSummary {
-        schema: SUMMARY_SCHEMA.to_string(),
-        run: RunIdentity { name: name.clone(), spec_hash: spec_hash(spec), generated_at: chrono::Utc::now() },
-        scripted_models: !providers.scripted.is_empty(),
-        dataset: DatasetSummary {
+    let summary = summary::summarise_run(
+        RunIdentity { name: name.clone(), spec_hash: spec_hash(spec), generated_at: chrono::Utc::now() },
+        DatasetSummary {
             format: spec.dataset.format.as_str().to_string(),
             source: spec.dataset.source.clone(),
             tasks: tasks.len() as u32,
             skipped_lines: skipped_lines.len() as u32,
         },
-        k: ks,
-        trials,
-        spend,
-        variants,
-    };
+        !providers.scripted.is_empty(),
+        &settings,
+        &plan.variants,
+        &records,
+    );
     store.put(&layout.summary_json(), &serde_json::to_vec_pretty(&summary)?).await?;
     if let Some(server) = providers.server {
         server.shutdown().await;
@@ -376,16 +385,15 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
 async fn judge_trial<S: ResultStore>(
     store: &S,
     layout: &RunLayout,
-    panel: &Panel,
+    scorer: &Scorer,
     result: &TrialResult,
-    truth: &GroundTruth,
-    k_max: u32,
-) -> anyhow::Result<TrialVerdicts> {
+    task: &LoadedTask,
+) -> anyhow::Result<Verdicts> {
     let findings_key = layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "findings.json");
     let bytes = store.get(&findings_key).await?.with_context(|| format!("{findings_key} is missing"))?;
     let parsed: ParsedReview =
         serde_json::from_slice(&bytes).with_context(|| format!("{findings_key} is not valid"))?;
-    let verdicts = panel.judge(&parsed.findings, &truth.items(), k_max).await?;
+    let verdicts = scorer.score(task, &parsed).await?;
     let key = layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "verdicts.json");
     store.put(&key, &serde_json::to_vec_pretty(&verdicts)?).await?;
     Ok(verdicts)
@@ -461,35 +469,6 @@ impl Providers {
     }
 }
 
-fn build_panel(
-    run: &EvaluationRun,
-    providers: &Providers,
-    client: &ModelClient,
-    pricing: &PricingTable,
-) -> anyhow::Result<Option<Panel>> {
-    let judges = &run.spec.judges;
-    if judges.panel.is_empty() {
-        return Ok(None);
-    }
-    let judges_list = judges
-        .panel
-        .iter()
-        .map(|model| {
-            let endpoint = providers.endpoints.get(&model.provider).with_context(|| {
-                format!("spec.judges.panel: provider {:?} is not in spec.providers", model.provider)
-            })?;
-            Ok(Judge { model: model.clone(), endpoint: endpoint.clone() })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(Some(Panel {
-        judges: judges_list,
-        vote: judges.vote,
-        client: client.clone(),
-        pricing: pricing.clone(),
-        concurrency: 8,
-    }))
-}
-
 /// What the results store holds for a run, by trial.
 #[derive(Default)]
 struct StoredState {
@@ -500,7 +479,7 @@ struct StoredState {
 struct StoredTrial {
     /// Finished attempts by number.
     results: BTreeMap<u32, TrialResult>,
-    verdicts: BTreeMap<u32, TrialVerdicts>,
+    verdicts: BTreeMap<u32, Verdicts>,
 }
 
 impl StoredState {
@@ -524,7 +503,7 @@ impl StoredState {
         self.verdicts(trial, attempt).is_some()
     }
 
-    fn verdicts(&self, trial: &str, attempt: u32) -> Option<&TrialVerdicts> {
+    fn verdicts(&self, trial: &str, attempt: u32) -> Option<&Verdicts> {
         self.trials.get(trial)?.verdicts.get(&attempt)
     }
 
@@ -553,7 +532,7 @@ impl StoredState {
             .values()
             .map(|t| {
                 t.results.values().filter_map(|r| r.cost_usd).sum::<f64>()
-                    + t.verdicts.values().map(|v| v.cost_usd).sum::<f64>()
+                    + t.verdicts.values().map(|v| v.spend().cost_usd).sum::<f64>()
             })
             .sum()
     }
@@ -578,7 +557,7 @@ async fn scan<S: ResultStore>(store: &S, layout: &RunLayout) -> anyhow::Result<S
                 entry.results.insert(number, result);
             }
             "verdicts.json" => {
-                let verdicts: TrialVerdicts = serde_json::from_slice(&read().await?)
+                let verdicts: Verdicts = serde_json::from_slice(&read().await?)
                     .with_context(|| format!("{} is not a valid verdicts file", store.uri(&key)))?;
                 entry.verdicts.insert(number, verdicts);
             }

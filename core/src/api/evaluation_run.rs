@@ -44,6 +44,8 @@ pub const DURATION_PATTERN: &str = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$";
     validation = Rule::new("self.matrix.models.all(m, m.provider in self.providers)").message("every matrix.models[].provider must be declared in spec.providers"),
     validation = Rule::new("!has(self.judges) || !has(self.judges.panel) || self.judges.panel.all(j, j.provider in self.providers)").message("every judges.panel[].provider must be declared in spec.providers"),
     validation = Rule::new("has(self.agent.harness) || has(self.matrix.harnesses)").message("set agent.harness or matrix.harnesses"),
+    validation = Rule::new("!has(self.judges) || !has(self.judges.protocol) || self.judges.protocol != 'swe-prbench' || self.dataset.format == 'swe-prbench'").message("judges.protocol swe-prbench scores against human review comments: it needs dataset.format swe-prbench"),
+    validation = Rule::new("!has(self.judges) || !has(self.judges.swePrbench) || !has(self.judges.swePrbench.embeddings) || self.judges.swePrbench.embeddings.provider in self.providers").message("judges.swePrbench.embeddings.provider must be declared in spec.providers"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct EvaluationRunSpec {
@@ -396,12 +398,84 @@ pub struct JudgesSpec {
     #[serde(default = "default_k")]
     #[x_kube(validation = Rule::new("size(self) >= 1 && self.all(k, k >= 1)").message("judges.k must list cut-offs of at least 1"))]
     pub k: Vec<i32>,
+    /// Which protocol scores the reviews; by default the dataset format's own (SWE-PRBench
+    /// datasets: `swe-prbench`, all others: `crbugbench`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<ScoringProtocol>,
+    /// Settings of the SWE-PRBench protocol.
+    #[serde(default)]
+    pub swe_prbench: SwePrBenchSpec,
+    /// Bootstrap confidence intervals of every headline score.
+    #[serde(default)]
+    pub bootstrap: BootstrapSpec,
 }
 
 impl Default for JudgesSpec {
     fn default() -> Self {
-        JudgesSpec { panel: Vec::new(), vote: VoteRule::default(), k: default_k() }
+        JudgesSpec {
+            panel: Vec::new(),
+            vote: VoteRule::default(),
+            k: default_k(),
+            protocol: None,
+            swe_prbench: SwePrBenchSpec::default(),
+            bootstrap: BootstrapSpec::default(),
+        }
     }
+}
+
+impl JudgesSpec {
+    /// The protocol in force for a dataset of `format`.
+    pub fn protocol_for(&self, format: DatasetFormat) -> ScoringProtocol {
+        self.protocol.unwrap_or(match format {
+            DatasetFormat::SwePrBench => ScoringProtocol::SwePrBench,
+            _ => ScoringProtocol::CrBugBench,
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ScoringProtocol {
+    /// Ranked findings; the panel votes per (finding, bug); recall@k.
+    #[serde(rename = "crbugbench")]
+    CrBugBench,
+    /// Labelled comments (CONFIRMED/PLAUSIBLE/FABRICATED), one-to-one matching, composite score.
+    #[serde(rename = "swe-prbench")]
+    SwePrBench,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SwePrBenchSpec {
+    /// Where the paper's text and its released harness differ, which one to follow. `harness`
+    /// keeps numbers comparable with the published leaderboard.
+    #[serde(default)]
+    pub reading: crate::swe_prbench::ProtocolReading,
+    /// An OpenAI-compatible embeddings model for comment similarity. Without one a lexical
+    /// similarity is used, and every report says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<ModelRef>,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BootstrapSpec {
+    /// Resamples of tasks (repeats of a task stay together).
+    #[serde(default = "default_resamples")]
+    #[x_kube(validation = Rule::new("self >= 100 && self <= 1000000").message("judges.bootstrap.resamples must be between 100 and 1000000"))]
+    pub resamples: i32,
+    /// The resampling seed: same results and seed, bit-for-bit the same intervals.
+    #[serde(default)]
+    pub seed: i64,
+}
+
+impl Default for BootstrapSpec {
+    fn default() -> Self {
+        BootstrapSpec { resamples: default_resamples(), seed: 0 }
+    }
+}
+
+fn default_resamples() -> i32 {
+    10_000
 }
 
 fn default_k() -> Vec<i32> {

@@ -1,0 +1,232 @@
+//! Scoring one finished trial under the run's protocol, and what is recorded of it
+//! (`verdicts.json`).
+//!
+//! - **CRBugBench** ([`crate::judge`]): every judge of the panel votes on each of the top `k_max`
+//!   findings against each ground-truth item; recall@k.
+//! - **SWE-PRBench** ([`crate::swe_prbench`]): the protocol is single-judge, so the *first* judge of
+//!   the panel labels the comments; the others are not asked (their votes would not enter the
+//!   score, and the published numbers come from one judge). recall@k is also given for it: a task
+//!   is hit at k when one of the agent's first k comments was matched to a human comment.
+//!
+//! The protocol in force is `spec.judges.protocol`, by default the dataset format's own.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use crate::api::{ContextConfig, EvaluationRunSpec, ScoringProtocol};
+use crate::dataset::LoadedTask;
+use crate::findings::ParsedReview;
+use crate::judge::{Judge, Panel, TrialVerdicts};
+use crate::model::{CallError, Endpoint, ModelClient, RetryPolicy, Usage};
+use crate::pricing::PricingTable;
+use crate::swe_prbench::{
+    human_comments, AgentOutput, EmbeddingsBackend, EmbeddingsClient, PrInput, PrVerdict, SimilarityBackend,
+    SwePrBenchJudge, SwePrBenchScorer,
+};
+
+/// A trial's verdicts under either protocol, tagged with it in `verdicts.json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "protocol")]
+pub enum Verdicts {
+    #[serde(rename = "crbugbench")]
+    CrBugBench(TrialVerdicts),
+    #[serde(rename = "swe-prbench")]
+    SwePrBench(Box<PrVerdict>),
+}
+
+// Verdicts written before the protocol tag existed are CRBugBench panels.
+impl<'de> Deserialize<'de> for Verdicts {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut value = serde_json::Value::deserialize(deserializer)?;
+        let protocol = match value.as_object_mut() {
+            Some(object) => object.remove("protocol"),
+            None => return Err(D::Error::custom("verdicts must be a JSON object")),
+        };
+        match protocol.as_ref().and_then(|p| p.as_str()) {
+            None | Some("crbugbench") => {
+                serde_json::from_value(value).map(Verdicts::CrBugBench).map_err(D::Error::custom)
+            }
+            Some("swe-prbench") => {
+                serde_json::from_value(value).map(|v| Verdicts::SwePrBench(Box::new(v))).map_err(D::Error::custom)
+            }
+            Some(other) => Err(D::Error::custom(format!("unknown verdicts protocol {other:?}"))),
+        }
+    }
+}
+
+/// Judge calls and their cost, for one trial.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct JudgeSpend {
+    pub calls: u32,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    /// Calls whose cost is unknown (no price); not in `cost_usd`.
+    pub unpriced_calls: u32,
+}
+
+impl Verdicts {
+    pub fn protocol(&self) -> ScoringProtocol {
+        match self {
+            Verdicts::CrBugBench(_) => ScoringProtocol::CrBugBench,
+            Verdicts::SwePrBench(_) => ScoringProtocol::SwePrBench,
+        }
+    }
+
+    /// The best (lowest) rank of a finding that caught a ground-truth item.
+    pub fn first_hit_rank(&self) -> Option<u32> {
+        match self {
+            Verdicts::CrBugBench(v) => v.first_hit_rank,
+            Verdicts::SwePrBench(v) => v.human_comments.iter().filter_map(|h| h.caught_by_rank).min(),
+        }
+    }
+
+    pub fn hit_at(&self, k: u32) -> bool {
+        self.first_hit_rank().is_some_and(|rank| rank <= k)
+    }
+
+    pub fn spend(&self) -> JudgeSpend {
+        match self {
+            Verdicts::CrBugBench(v) => {
+                JudgeSpend { calls: v.calls, usage: v.usage, cost_usd: v.cost_usd, unpriced_calls: v.unpriced_calls }
+            }
+            Verdicts::SwePrBench(v) => {
+                let m = v.metering();
+                JudgeSpend { calls: m.calls, usage: m.usage, cost_usd: m.cost_usd, unpriced_calls: m.unpriced_calls }
+            }
+        }
+    }
+}
+
+/// Scores finished trials under one protocol.
+#[derive(Debug, Clone)]
+pub enum Scorer {
+    CrBugBench { panel: Panel, k_max: u32 },
+    SwePrBench { scorer: Box<SwePrBenchScorer>, context_config: Option<ContextConfig> },
+}
+
+impl Scorer {
+    /// The scorer a run's spec asks for, with judges at `endpoints` (by provider name); `None`
+    /// when the panel is empty (reviews are collected, not scored).
+    pub fn from_spec(
+        spec: &EvaluationRunSpec,
+        endpoints: &BTreeMap<String, Endpoint>,
+        client: &ModelClient,
+        pricing: &PricingTable,
+    ) -> anyhow::Result<Option<Scorer>> {
+        let judges = &spec.judges;
+        if judges.panel.is_empty() {
+            return Ok(None);
+        }
+        let endpoint_of = |provider: &str, field: &str| {
+            endpoints
+                .get(provider)
+                .cloned()
+                .with_context(|| format!("{field}: provider {provider:?} is not in spec.providers"))
+        };
+        match judges.protocol_for(spec.dataset.format) {
+            ScoringProtocol::CrBugBench => {
+                let panel = judges
+                    .panel
+                    .iter()
+                    .map(|model| {
+                        Ok(Judge { model: model.clone(), endpoint: endpoint_of(&model.provider, "spec.judges.panel")? })
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let k_max = judges.k.iter().copied().max().unwrap_or(5).max(1) as u32;
+                Ok(Some(Scorer::CrBugBench {
+                    panel: Panel {
+                        judges: panel,
+                        vote: judges.vote,
+                        client: client.clone(),
+                        pricing: pricing.clone(),
+                        concurrency: 8,
+                    },
+                    k_max,
+                }))
+            }
+            ScoringProtocol::SwePrBench => {
+                let model = &judges.panel[0];
+                let judge = SwePrBenchJudge::new(
+                    model.clone(),
+                    endpoint_of(&model.provider, "spec.judges.panel")?,
+                    client.clone(),
+                );
+                let similarity = match &judges.swe_prbench.embeddings {
+                    None => SimilarityBackend::Lexical,
+                    Some(embeddings) => SimilarityBackend::Embeddings(EmbeddingsBackend {
+                        endpoint: endpoint_of(&embeddings.provider, "spec.judges.swePrbench.embeddings")?,
+                        model: embeddings.name.clone(),
+                        client: EmbeddingsClient::new(Duration::from_secs(120), RetryPolicy::default()),
+                    }),
+                };
+                Ok(Some(Scorer::SwePrBench {
+                    scorer: Box::new(SwePrBenchScorer {
+                        judge,
+                        similarity,
+                        reading: judges.swe_prbench.reading,
+                        pricing: pricing.clone(),
+                    }),
+                    context_config: spec.agent.context_config,
+                }))
+            }
+        }
+    }
+
+    /// Scores one trial's parsed review against its task's ground truth. An `Err` is an
+    /// infrastructure failure of a judge: the trial stays unjudged and is judged again later.
+    pub async fn score(&self, task: &LoadedTask, review: &ParsedReview) -> Result<Verdicts, ScoreError> {
+        match self {
+            Scorer::CrBugBench { panel, k_max } => {
+                Ok(Verdicts::CrBugBench(panel.judge(&review.findings, &task.truth.items(), *k_max).await?))
+            }
+            Scorer::SwePrBench { scorer, context_config } => {
+                let humans = human_comments(&task.truth)
+                    .ok_or_else(|| ScoreError::WrongGroundTruth { task: task.task.id.clone() })?;
+                let agent = AgentOutput::from_parsed_review(review);
+                let input = PrInput {
+                    task: &task.task,
+                    human_comments: humans,
+                    context_config: *context_config,
+                    agent: &agent,
+                };
+                Ok(Verdicts::SwePrBench(Box::new(scorer.score_pr(&input).await?)))
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScoreError {
+    #[error(transparent)]
+    Judge(#[from] CallError),
+    #[error(
+        "task {task}: the SWE-PRBench protocol scores against human review comments, and this task has ground-truth \
+         bugs; use judges.protocol: crbugbench"
+    )]
+    WrongGroundTruth { task: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_without_a_protocol_tag_are_crbugbench() {
+        let old = r#"{"prompt_version":"crbugbench-judge/v1","vote_rule":"majority","judges":["a"],
+            "judged_findings":1,"truth_items":1,"votes":[],"decisions":[],"caught":{"bug-1":2},
+            "first_hit_rank":2,"usage":{"input_tokens":1,"output_tokens":1,"cached_read_tokens":0,
+            "cache_write_tokens":0,"reasoning_tokens":0},"cost_usd":0.5,"unpriced_calls":0,"calls":3}"#;
+        let verdicts: Verdicts = serde_json::from_str(old).unwrap();
+        assert_eq!(verdicts.protocol(), ScoringProtocol::CrBugBench);
+        assert!(verdicts.hit_at(2) && !verdicts.hit_at(1));
+        let again: Verdicts = serde_json::from_slice(&serde_json::to_vec(&verdicts).unwrap()).unwrap();
+        assert_eq!(again, verdicts);
+        assert!(serde_json::to_string(&verdicts).unwrap().contains(r#""protocol":"crbugbench""#));
+        let unknown = r#"{"protocol":"other"}"#;
+        assert!(serde_json::from_str::<Verdicts>(unknown).unwrap_err().to_string().contains("other"));
+    }
+}
