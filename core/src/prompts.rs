@@ -20,6 +20,12 @@ reviewer would raise. Return a JSON array of review comments, and nothing else. 
 {\"body\": string, \"file\": string, \"line\": integer, \"severity\": \"P0\" | \"P1\" | \"P2\"}. \
 Return a JSON array even when it is empty.";
 
+/// Appended to the `swe-prbench` prompt for the one retry the protocol allows when an answer
+/// could not be parsed into comments.
+pub const SWE_PRBENCH_STRICT_RETRY: &str = "Your previous answer could not be parsed. Answer with the JSON array \
+only: no prose, no markdown fences. Each element is an object with the keys \"body\", \"file\", \"line\" and \
+\"severity\" (\"P0\", \"P1\" or \"P2\"). If there is nothing to report, answer [].";
+
 /// The user message for a task under a prompt. Inline prompts may use the placeholders
 /// `{{title}}`, `{{description}}`, `{{diff}}` and `{{context}}`; without any, the task is appended.
 pub fn review_prompt(prompt: &PromptRef, task: &Task, context: Option<ContextConfig>) -> String {

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use lightsout_core::api::HarnessName;
+use lightsout_core::api::{HarnessName, PromptPreset};
 use lightsout_core::compress::{compress, EXCHANGES_ARTIFACT, TRAJECTORY_ARTIFACT};
 use lightsout_core::dataset::Task;
 use lightsout_core::findings::parse_review;
@@ -14,7 +14,9 @@ use lightsout_core::hash::sha256_hex;
 use lightsout_core::model::{CallError, ChatRequest, Endpoint, ModelClient, Usage};
 use lightsout_core::plan::Variant;
 use lightsout_core::pricing::PricingTable;
+use lightsout_core::prompts::SWE_PRBENCH_STRICT_RETRY;
 use lightsout_core::results::{ResultStore, RunLayout};
+use lightsout_core::swe_prbench::{AgentOutput, AgentOutputStatus};
 use lightsout_core::trial::{Outcome, TrajectorySummary, TrialResult, RESULT_SCHEMA};
 use lightsout_s3::{Artifact, Uploader};
 
@@ -200,33 +202,7 @@ async fn run_agent(job: &TrialJob, client: &ModelClient, pricing: &PricingTable)
         return run_agentic(job, setup, pricing).await;
     }
     let run = match job.variant.harness.name {
-        HarnessName::SingleShot => {
-            let harness = SingleShot { client, endpoint: &job.endpoint };
-            let request = ChatRequest {
-                model: job.variant.model.name.clone(),
-                system: None,
-                user: job.prompt.clone(),
-                reasoning_effort: job.variant.reasoning_effort,
-                max_output_tokens: None,
-            };
-            match tokio::time::timeout(job.timeout, harness.review(request)).await {
-                Err(_) => AgentRun::Failed {
-                    outcome: Outcome::TimedOut,
-                    error: format!("no review within the {}s time limit", job.timeout.as_secs()),
-                    usage: Usage::default(),
-                    calls: 1,
-                },
-                Ok(Ok(completion)) => {
-                    AgentRun::Reviewed { text: completion.text, usage: completion.usage, calls: completion.attempts }
-                }
-                Ok(Err(error)) => AgentRun::Failed {
-                    outcome: classify(&error),
-                    error: error.to_string(),
-                    usage: Usage::default(),
-                    calls: 1,
-                },
-            }
-        }
+        HarnessName::SingleShot => single_shot(job, client).await,
         other => AgentRun::Failed {
             outcome: Outcome::InfraFailed,
             error: crate::harness::unavailable_reason(other),
@@ -235,6 +211,55 @@ async fn run_agent(job: &TrialJob, client: &ModelClient, pricing: &PricingTable)
         },
     };
     (run, Vec::new(), Some(SINGLE_SHOT_VERSION.to_string()), None)
+}
+
+/// The built-in harness: one model call, and under the `swe-prbench` prompt one more with a
+/// stricter instruction when the answer does not parse into comments (as SWE-PRBench's harness
+/// does). The second answer is the review either way; both calls' usage counts. The time limit
+/// covers both.
+async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
+    let harness = SingleShot { client, endpoint: &job.endpoint };
+    let strict_retry = job.variant.prompt.preset == Some(PromptPreset::SwePrBench);
+    let deadline = tokio::time::Instant::now() + job.timeout;
+    let (mut usage, mut calls) = (Usage::default(), 0);
+    let mut user = job.prompt.clone();
+    loop {
+        let request = ChatRequest {
+            model: job.variant.model.name.clone(),
+            system: None,
+            user: user.clone(),
+            reasoning_effort: job.variant.reasoning_effort,
+            max_output_tokens: None,
+        };
+        match tokio::time::timeout_at(deadline, harness.review(request)).await {
+            Err(_) => {
+                return AgentRun::Failed {
+                    outcome: Outcome::TimedOut,
+                    error: format!("no review within the {}s time limit", job.timeout.as_secs()),
+                    usage,
+                    calls: calls + 1,
+                }
+            }
+            Ok(Err(error)) => {
+                return AgentRun::Failed {
+                    outcome: classify(&error),
+                    error: error.to_string(),
+                    usage,
+                    calls: calls + 1,
+                }
+            }
+            Ok(Ok(completion)) => {
+                usage += completion.usage;
+                calls += completion.attempts;
+                let unparsed = AgentOutput::from_text(&completion.text).status == AgentOutputStatus::ParseFailed;
+                if strict_retry && unparsed && user == job.prompt {
+                    user = format!("{}\n\n{SWE_PRBENCH_STRICT_RETRY}", job.prompt);
+                    continue;
+                }
+                return AgentRun::Reviewed { text: completion.text, usage, calls };
+            }
+        }
+    }
 }
 
 /// The port the agent reaches the proxy on inside its sandbox (its own network namespace, so any

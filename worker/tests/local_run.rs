@@ -280,3 +280,53 @@ async fn a_suspended_run_starts_nothing() {
     assert!(agent.requests().is_empty());
     assert!(events.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("suspend"))));
 }
+
+/// SWE-PRBench's one stricter retry: a model that answers the JSON request in markdown is asked
+/// once more; its second answer is the review, both calls are paid for, and the PR is scored
+/// with the protocol (not as a parse failure).
+#[tokio::test]
+async fn swe_prbench_output_that_does_not_parse_is_asked_again_once_with_a_stricter_instruction() {
+    let agent = server(Faults::default(), "agent-secret").await;
+    let judge = server(Faults::default(), "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/swe-prbench/tasks.jsonl");
+    let yaml = |model: &str| {
+        format!(
+            r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {{name: strict-{model}}}
+spec:
+  dataset: {{format: swe-prbench, source: "file://{}", sample: {{n: 2, seed: 1}}}}
+  agent: {{harness: {{name: single-shot, version: "1.0.0"}}, prompt: {{preset: swe-prbench}}, timeout: 30s}}
+  matrix: {{models: [{{name: {model}, provider: agent}}]}}
+  judges: {{panel: [{{name: gpt-5, provider: judge}}]}}
+  providers:
+    agent: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: AGENT_KEY}}
+    judge: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: JUDGE_KEY}}
+  storage: {{results: "file:///unused"}}
+"#,
+            tasks.display(),
+            agent.base_url(),
+            judge.base_url()
+        )
+    };
+    let (tidy, _) = run(config(&yaml("gpt-5-mini"), dir.path())).await;
+    let calls_after_tidy = agent.requests().len();
+    let (sloppy, _) = run(config(&yaml("gpt-5-mini-sloppy"), dir.path())).await;
+    let (tidy, sloppy) = (only_variant(&tidy.summary), only_variant(&sloppy.summary));
+
+    assert_eq!(calls_after_tidy, 2, "one call per PR when the answer parses");
+    let sloppy_calls = agent.requests()[calls_after_tidy..].to_vec();
+    assert_eq!(sloppy_calls.len(), 4, "two calls per PR when the first answer does not parse");
+    assert!(sloppy_calls.iter().all(|r| r.model.as_deref() == Some("gpt-5-mini-sloppy") && r.status == 200));
+    let (tidy_swe, sloppy_swe) = (tidy.swe_prbench.as_ref().unwrap(), sloppy.swe_prbench.as_ref().unwrap());
+    // The scripted `sloppy` model answers JSON only once told off by the stricter instruction:
+    // no parse failure means the second call carried it and its answer was scored.
+    assert_eq!(sloppy_swe.aggregate.overall.parse_failures, 0, "the retry's JSON answer was scored");
+    assert_eq!(sloppy_swe.aggregate.overall.prs, 2);
+    assert!(sloppy_swe.aggregate.overall.composite > 0.0);
+    assert_eq!(tidy_swe.aggregate.overall.parse_failures, 0);
+    // Both calls are paid for: more input tokens than the tidy model's single calls.
+    assert!(sloppy.agent_tokens.input_tokens > tidy.agent_tokens.input_tokens, "{:?}", sloppy.agent_tokens);
+}

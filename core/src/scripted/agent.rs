@@ -29,7 +29,10 @@ pub struct ReviewComment {
 /// The agent's full answer to `prompt` (markdown, or a JSON array when the prompt says
 /// `Return a JSON array`). `effort` is `None` when the request set none.
 pub fn agent_answer(model: &str, effort: Option<Effort>, prompt: &str) -> String {
-    let json = prompt.contains(JSON_REQUEST_MARKER);
+    // A `sloppy` model answers a JSON request in markdown until told off by the protocol's
+    // stricter retry instruction, so that the retry can be tested.
+    let told_off = prompt.contains(crate::prompts::SWE_PRBENCH_STRICT_RETRY);
+    let json = prompt.contains(JSON_REQUEST_MARKER) && (!model.contains("sloppy") || told_off);
     match find_task(prompt) {
         Some(task) => {
             let comments: Vec<ReviewComment> = rank_findings(model, effort, task).into_iter().map(to_comment).collect();
