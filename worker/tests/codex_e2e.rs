@@ -7,10 +7,8 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Mutex;
 
 use lightsout_core::scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
-use lightsout_worker::local::{run_local, Event};
 use serde_json::Value;
 
 const CODEX: &str = "0.171.0";
@@ -44,28 +42,7 @@ spec:
         dataset.display(),
         server.base_url()
     );
-    let results = tempfile::tempdir().unwrap();
-    let sandboxed = common::is_root();
-    let config = common::e2e_config(&yaml, "codex-e2e.yaml", results.path(), sandboxed);
-    let events = Mutex::new(Vec::new());
-    let report = run_local(config, |e| events.lock().unwrap().push(e)).await.unwrap();
-    let events = events.into_inner().unwrap();
-    let v = &report.summary.variants[0];
-    let failures: Vec<String> = common::walk(results.path(), "result.json")
-        .iter()
-        .map(|f| {
-            let dir = f.parent().unwrap();
-            let result: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
-            let stderr = std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default();
-            format!("{}\n--- agent.stderr:\n{stderr}", result["error"])
-        })
-        .collect();
-    assert_eq!(v.trials.ok, 2, "{:#?}\n{events:#?}\n{}", v.trials, failures.join("\n"));
-    assert_eq!(v.scored, 2);
-    assert!(v.agent_tokens.output_tokens > 0 && v.spend.agent_usd > 0.0, "usage metered and priced: {v:?}");
-    if !sandboxed {
-        assert!(events.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("WITHOUT the network sandbox"))));
-    }
+    let common::E2eRun { results, .. } = common::run_two_trials_per_variant(&yaml, "codex-e2e.yaml").await;
 
     // The provider saw only the real key; the harness only ever had the dummy one. Codex spoke
     // the Responses API, and nothing else reached the provider.

@@ -6,10 +6,8 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Mutex;
 
 use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
-use lightsout_worker::local::{run_local, Event};
 use serde_json::Value;
 
 const MINI_SWE_AGENT: &str = "2.4.6";
@@ -43,23 +41,7 @@ spec:
         dataset.display(),
         server.base_url()
     );
-    let results = tempfile::tempdir().unwrap();
-    let sandboxed = common::is_root();
-    let config = common::e2e_config(&yaml, "e2e.yaml", results.path(), sandboxed);
-    let events = Mutex::new(Vec::new());
-    let report = run_local(config, |e| events.lock().unwrap().push(e)).await.unwrap();
-    let events = events.into_inner().unwrap();
-    let v = &report.summary.variants[0];
-    let errors: Vec<String> = common::walk(results.path(), "result.json")
-        .iter()
-        .map(|f| serde_json::from_slice::<Value>(&std::fs::read(f).unwrap()).unwrap()["error"].to_string())
-        .collect();
-    assert_eq!(v.trials.ok, 2, "{:#?}\n{events:#?}\n{errors:#?}", v.trials);
-    assert_eq!(v.scored, 2);
-    assert!(v.agent_tokens.output_tokens > 0 && v.spend.agent_usd > 0.0, "usage metered and priced: {v:?}");
-    if !sandboxed {
-        assert!(events.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("WITHOUT the network sandbox"))));
-    }
+    let common::E2eRun { results, .. } = common::run_two_trials_per_variant(&yaml, "e2e.yaml").await;
 
     // The provider saw only the real key; the harness only ever had the dummy one.
     let requests = server.requests();

@@ -8,7 +8,8 @@ use std::time::Duration;
 use lightsout_core::model::RetryPolicy;
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::validate::parse_run;
-use lightsout_worker::local::{LocalRun, SandboxCommand};
+use lightsout_worker::local::{run_local, Event, LocalRun, LocalRunReport, SandboxCommand};
+use serde_json::Value;
 
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -32,6 +33,45 @@ pub fn e2e_config(yaml: &str, origin: &str, results: &Path, sandboxed: bool) -> 
         }),
         upload_deadline: Duration::from_secs(30),
     }
+}
+
+/// One end-to-end run: where its results went, its report and events, and whether it was
+/// sandboxed.
+pub struct E2eRun {
+    pub results: tempfile::TempDir,
+    pub report: LocalRunReport,
+    pub events: Vec<Event>,
+    pub sandboxed: bool,
+}
+
+/// Runs `yaml` with [`e2e_config`] (sandboxed when root) and checks that every variant reviewed
+/// and scored its two trials with metered, priced usage — showing each trial's error and
+/// `agent.stderr` when not — and that a run without the sandbox said so.
+pub async fn run_two_trials_per_variant(yaml: &str, origin: &str) -> E2eRun {
+    let results = tempfile::tempdir().unwrap();
+    let sandboxed = is_root();
+    let config = e2e_config(yaml, origin, results.path(), sandboxed);
+    let events = std::sync::Mutex::new(Vec::new());
+    let report = run_local(config, |e| events.lock().unwrap().push(e)).await.unwrap();
+    let events = events.into_inner().unwrap();
+    let failures: Vec<String> = walk(results.path(), "result.json")
+        .iter()
+        .map(|f| {
+            let dir = f.parent().unwrap();
+            let result: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
+            let stderr = std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default();
+            format!("{}\n--- agent.stderr:\n{stderr}", result["error"])
+        })
+        .collect();
+    for v in &report.summary.variants {
+        assert_eq!(v.trials.ok, 2, "{:#?}\n{events:#?}\n{}", v.trials, failures.join("\n"));
+        assert_eq!(v.scored, 2);
+        assert!(v.agent_tokens.output_tokens > 0 && v.spend.agent_usd > 0.0, "usage metered and priced: {v:?}");
+    }
+    if !sandboxed {
+        assert!(events.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("WITHOUT the network sandbox"))));
+    }
+    E2eRun { results, report, events, sandboxed }
 }
 
 /// Every file called `name` under `dir`.
