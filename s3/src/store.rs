@@ -254,48 +254,50 @@ impl S3Store {
         )
     }
 
-    async fn put_single(&self, object: &str, body: Bytes) -> io::Result<()> {
-        let content_type = content_type(object);
+    /// Runs one S3 request with the store's retry policy; a failure names the operation, the
+    /// object and the tries made.
+    async fn retried<T, F, Fut>(&self, op: &str, object: &str, request: F) -> io::Result<T>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failure>>,
+    {
         self.options
             .retry
-            .run(
-                |_| {
-                    let request = self
-                        .client
-                        .put_object()
-                        .bucket(&self.bucket)
-                        .key(object)
-                        .content_type(content_type)
-                        .body(ByteStream::from(body.clone()));
-                    async move { request.send().await.map(drop).map_err(Failure::sdk) }
-                },
-                Failure::is_transient,
-            )
+            .run(request, Failure::is_transient)
             .await
-            .map_err(|(failure, attempts)| self.io_error("PutObject", object, failure, attempts))
+            .map_err(|(failure, attempts)| self.io_error(op, object, failure, attempts))
+    }
+
+    async fn put_single(&self, object: &str, body: Bytes) -> io::Result<()> {
+        let content_type = content_type(object);
+        self.retried("PutObject", object, |_| {
+            let request = self
+                .client
+                .put_object()
+                .bucket(&self.bucket)
+                .key(object)
+                .content_type(content_type)
+                .body(ByteStream::from(body.clone()));
+            async move { request.send().await.map(drop).map_err(Failure::sdk) }
+        })
+        .await
     }
 
     async fn put_multipart(&self, object: &str, body: Bytes) -> io::Result<()> {
         let upload_id = self
-            .options
-            .retry
-            .run(
-                |_| {
-                    let request = self
-                        .client
-                        .create_multipart_upload()
-                        .bucket(&self.bucket)
-                        .key(object)
-                        .content_type(content_type(object));
-                    async move {
-                        let output = request.send().await.map_err(Failure::sdk)?;
-                        output.upload_id.ok_or_else(|| Failure::permanent("the response has no UploadId"))
-                    }
-                },
-                Failure::is_transient,
-            )
-            .await
-            .map_err(|(failure, attempts)| self.io_error("CreateMultipartUpload", object, failure, attempts))?;
+            .retried("CreateMultipartUpload", object, |_| {
+                let request = self
+                    .client
+                    .create_multipart_upload()
+                    .bucket(&self.bucket)
+                    .key(object)
+                    .content_type(content_type(object));
+                async move {
+                    let output = request.send().await.map_err(Failure::sdk)?;
+                    output.upload_id.ok_or_else(|| Failure::permanent("the response has no UploadId"))
+                }
+            })
+            .await?;
 
         // Aborts the upload if this future is dropped before it completes or aborts it itself.
         let mut guard = AbortOnDrop {
@@ -337,37 +339,29 @@ impl S3Store {
                 let part_number = index as i32 + 1;
                 let part = body.slice(range);
                 async move {
-                    self.options
-                        .retry
-                        .run(
-                            |_| {
-                                let request = self
-                                    .client
-                                    .upload_part()
-                                    .bucket(&self.bucket)
-                                    .key(object)
-                                    .upload_id(upload_id)
-                                    .part_number(part_number)
-                                    .body(ByteStream::from(part.clone()));
-                                async move {
-                                    let output = request.send().await.map_err(Failure::sdk)?;
-                                    Ok(CompletedPart::builder()
-                                        .part_number(part_number)
-                                        .set_e_tag(output.e_tag)
-                                        .set_checksum_crc32(output.checksum_crc32)
-                                        .set_checksum_crc32_c(output.checksum_crc32_c)
-                                        .set_checksum_crc64_nvme(output.checksum_crc64_nvme)
-                                        .set_checksum_sha1(output.checksum_sha1)
-                                        .set_checksum_sha256(output.checksum_sha256)
-                                        .build())
-                                }
-                            },
-                            Failure::is_transient,
-                        )
-                        .await
-                        .map_err(|(failure, attempts)| {
-                            self.io_error(&format!("UploadPart {part_number}"), object, failure, attempts)
-                        })
+                    self.retried(&format!("UploadPart {part_number}"), object, |_| {
+                        let request = self
+                            .client
+                            .upload_part()
+                            .bucket(&self.bucket)
+                            .key(object)
+                            .upload_id(upload_id)
+                            .part_number(part_number)
+                            .body(ByteStream::from(part.clone()));
+                        async move {
+                            let output = request.send().await.map_err(Failure::sdk)?;
+                            Ok(CompletedPart::builder()
+                                .part_number(part_number)
+                                .set_e_tag(output.e_tag)
+                                .set_checksum_crc32(output.checksum_crc32)
+                                .set_checksum_crc32_c(output.checksum_crc32_c)
+                                .set_checksum_crc64_nvme(output.checksum_crc64_nvme)
+                                .set_checksum_sha1(output.checksum_sha1)
+                                .set_checksum_sha256(output.checksum_sha256)
+                                .build())
+                        }
+                    })
+                    .await
                 }
             })
             .buffered(self.options.multipart_concurrency.max(1))
@@ -376,61 +370,48 @@ impl S3Store {
 
         let size = body.len() as i64;
         let completed = CompletedMultipartUpload::builder().set_parts(Some(parts)).build();
-        self.options
-            .retry
-            .run(
-                |attempt| {
-                    let request = self
-                        .client
-                        .complete_multipart_upload()
-                        .bucket(&self.bucket)
-                        .key(object)
-                        .upload_id(upload_id)
-                        .multipart_upload(completed.clone());
-                    async move {
-                        match request.send().await {
-                            Ok(_) => Ok(()),
-                            // An earlier try completed the upload but its response was lost.
-                            Err(e) if attempt > 1 && e.code() == Some("NoSuchUpload") => {
-                                match self.client.head_object().bucket(&self.bucket).key(object).send().await {
-                                    Ok(head) if head.content_length == Some(size) => Ok(()),
-                                    _ => Err(Failure::sdk(e)),
-                                }
-                            }
-                            Err(e) => Err(Failure::sdk(e)),
+        self.retried("CompleteMultipartUpload", object, |attempt| {
+            let request = self
+                .client
+                .complete_multipart_upload()
+                .bucket(&self.bucket)
+                .key(object)
+                .upload_id(upload_id)
+                .multipart_upload(completed.clone());
+            async move {
+                match request.send().await {
+                    Ok(_) => Ok(()),
+                    // An earlier try completed the upload but its response was lost.
+                    Err(e) if attempt > 1 && e.code() == Some("NoSuchUpload") => {
+                        match self.client.head_object().bucket(&self.bucket).key(object).send().await {
+                            Ok(head) if head.content_length == Some(size) => Ok(()),
+                            _ => Err(Failure::sdk(e)),
                         }
                     }
-                },
-                Failure::is_transient,
-            )
-            .await
-            .map_err(|(failure, attempts)| self.io_error("CompleteMultipartUpload", object, failure, attempts))
+                    Err(e) => Err(Failure::sdk(e)),
+                }
+            }
+        })
+        .await
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> io::Result<(Vec<String>, Option<String>)> {
-        self.options
-            .retry
-            .run(
-                |_| {
-                    let request = self
-                        .client
-                        .list_objects_v2()
-                        .bucket(&self.bucket)
-                        .prefix(prefix)
-                        .set_max_keys(self.options.list_page_size)
-                        .set_continuation_token(token.clone());
-                    async move {
-                        let output = request.send().await.map_err(Failure::sdk)?;
-                        let keys = output.contents.unwrap_or_default().into_iter().filter_map(|o| o.key).collect();
-                        let next =
-                            if output.is_truncated == Some(true) { output.next_continuation_token } else { None };
-                        Ok((keys, next))
-                    }
-                },
-                Failure::is_transient,
-            )
-            .await
-            .map_err(|(failure, attempts)| self.io_error("ListObjectsV2", prefix, failure, attempts))
+        self.retried("ListObjectsV2", prefix, |_| {
+            let request = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_max_keys(self.options.list_page_size)
+                .set_continuation_token(token.clone());
+            async move {
+                let output = request.send().await.map_err(Failure::sdk)?;
+                let keys = output.contents.unwrap_or_default().into_iter().filter_map(|o| o.key).collect();
+                let next = if output.is_truncated == Some(true) { output.next_continuation_token } else { None };
+                Ok((keys, next))
+            }
+        })
+        .await
     }
 }
 
@@ -447,26 +428,20 @@ impl ResultStore for S3Store {
 
     async fn get(&self, key: &str) -> io::Result<Option<Vec<u8>>> {
         let object = self.checked_object_key(key)?;
-        self.options
-            .retry
-            .run(
-                |_| {
-                    let request = self.client.get_object().bucket(&self.bucket).key(&object);
-                    async move {
-                        let output = match request.send().await {
-                            Ok(output) => output,
-                            Err(e) if is_missing_key(&e) => return Ok(None),
-                            Err(e) => return Err(Failure::sdk(e)),
-                        };
-                        // A body cut short is retried like a failed request.
-                        let body = output.body.collect().await.map_err(|e| Failure::transient(&e))?;
-                        Ok(Some(body.into_bytes().to_vec()))
-                    }
-                },
-                Failure::is_transient,
-            )
-            .await
-            .map_err(|(failure, attempts)| self.io_error("GetObject", &object, failure, attempts))
+        self.retried("GetObject", &object, |_| {
+            let request = self.client.get_object().bucket(&self.bucket).key(&object);
+            async move {
+                let output = match request.send().await {
+                    Ok(output) => output,
+                    Err(e) if is_missing_key(&e) => return Ok(None),
+                    Err(e) => return Err(Failure::sdk(e)),
+                };
+                // A body cut short is retried like a failed request.
+                let body = output.body.collect().await.map_err(|e| Failure::transient(&e))?;
+                Ok(Some(body.into_bytes().to_vec()))
+            }
+        })
+        .await
     }
 
     /// The keys under `prefix` taken as a directory (`runs/a` holds `runs/a/x`, not `runs/ab`),
