@@ -6,5 +6,6 @@ pub mod job;
 pub mod labels;
 pub mod network;
 pub mod observation;
+pub mod observe;
 pub mod schedule;
 pub mod status;

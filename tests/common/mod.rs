@@ -1,6 +1,8 @@
 //! Helpers for the end-to-end tests of the `lightsout` binary.
 #![allow(dead_code)]
 
+pub mod moto;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -104,3 +104,72 @@ spec:
         assert!(dir.join("verdicts.json").exists());
     }
 }
+
+#[path = "../../tests/common/moto.rs"]
+mod moto;
+
+/// The issue's "done when": a real pinned harness, results in a real S3-compatible server
+/// (moto), its trajectory classified and merged with the harness's own log, its cost priced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_trial_artifacts_land_in_s3() {
+    let s3 = moto::Moto::start();
+    s3.python("s3.create_bucket(Bucket='results')");
+    let server =
+        ScriptedServer::start(ScriptedConfig { expected_api_key: Some("real-key".into()), faults: Faults::default() })
+            .await
+            .unwrap();
+    let dataset =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl").canonicalize().unwrap();
+    let yaml = format!(
+        r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {{name: codex-s3}}
+spec:
+  dataset: {{format: crbugbench, source: "file://{}", filter: {{ids: [pyledger-001]}}}}
+  agent: {{harness: {{name: codex, version: "{CODEX}"}}, timeout: 3m}}
+  matrix: {{models: [{{name: gpt-5-mini, provider: p}}]}}
+  judges: {{panel: [{{name: claude-haiku-4-5, provider: p}}]}}
+  providers: {{p: {{baseUrl: "{}", apiKind: openai-responses, apiKeyEnv: E2E_KEY}}}}
+  storage:
+    results: s3://results/lightsout
+    s3: {{endpoint: "{}", forcePathStyle: true, region: us-east-1}}
+"#,
+        dataset.display(),
+        server.base_url(),
+        s3.endpoint()
+    );
+    let spool = tempfile::tempdir().unwrap();
+    let mut config = common::e2e_config(&yaml, "codex-s3.yaml", spool.path(), common::is_root());
+    config.results_uri = None;
+    config.env = Box::new(|name| match name {
+        "E2E_KEY" => Some("real-key".to_string()),
+        "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("test".to_string()),
+        _ => None,
+    });
+    let report = lightsout_worker::local::run_local(config, |_| {}).await.unwrap();
+    assert_eq!(report.summary.trials.ok, 1, "{:?}", report.summary.trials);
+
+    let keys = s3.keys();
+    let result = keys.iter().find(|k| k.ends_with("/attempt-1/result.json")).expect("result.json in S3");
+    let attempt = result.trim_end_matches("result.json");
+    for artifact in [
+        "review.md",
+        "findings.json",
+        "trajectory.jsonl.zst",
+        "exchanges.jsonl.zst",
+        "harness-session.jsonl.zst",
+        "verdicts.json",
+    ] {
+        assert!(keys.contains(&format!("{attempt}{artifact}")), "{artifact} missing from S3: {keys:#?}");
+    }
+    assert!(keys.contains(&"lightsout/runs/codex-s3/summary.json".to_string()), "{keys:#?}");
+    let result: Value = serde_json::from_str(
+        &s3.python(&format!("print(s3.get_object(Bucket='results', Key='{result}')['Body'].read().decode())")),
+    )
+    .unwrap();
+    assert!(result["cost_usd"].as_f64().unwrap() > 0.0, "priced: {result}");
+    let trajectory = &result["trajectory"];
+    assert!(trajectory["tool_calls"].as_u64().unwrap() > 0, "{trajectory}");
+    assert!(trajectory["confirmed_tool_calls"].as_u64().unwrap() > 0, "merged with codex's own log: {trajectory}");
+}
