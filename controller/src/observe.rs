@@ -562,7 +562,8 @@ mod tests {
         let never_ran = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]});
         let pulling = json!({"phase": "Pending", "containerStatuses": [{"name": "trial", "image": "i", "imageID": "",
             "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "ErrImagePull"}}}]});
-        let cases: Vec<(&str, &str, Option<Value>, InfraReason, Option<ErrorKind>)> = vec![
+        type Case<'a> = (&'a str, &'a str, Option<Value>, InfraReason, Option<ErrorKind>);
+        let cases: Vec<Case> = vec![
             ("evicted", "BackoffLimitExceeded", Some(evicted), InfraReason::Evicted, None),
             ("disruption", "PodFailurePolicy", Some(disrupted), InfraReason::Evicted, None),
             ("taint manager", "BackoffLimitExceeded", Some(tainted), InfraReason::NodeLost, None),

@@ -11,7 +11,6 @@
 //! The protocol in force is `spec.judges.protocol`, by default the dataset format's own.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
@@ -20,11 +19,11 @@ use crate::api::{ContextConfig, EvaluationRunSpec, ScoringProtocol};
 use crate::dataset::LoadedTask;
 use crate::findings::ParsedReview;
 use crate::judge::{Judge, Panel, TrialVerdicts};
-use crate::model::{CallError, Endpoint, ModelClient, RetryPolicy, Usage};
+use crate::model::{CallError, Endpoint, ModelClient, Usage};
 use crate::pricing::PricingTable;
 use crate::swe_prbench::{
-    human_comments, AgentOutput, EmbeddingsBackend, EmbeddingsClient, PrInput, PrVerdict, SimilarityBackend,
-    SwePrBenchJudge, SwePrBenchScorer,
+    human_comments, AgentOutput, EmbeddingsBackend, PrInput, PrVerdict, SimilarityBackend, SwePrBenchJudge,
+    SwePrBenchScorer,
 };
 
 /// A trial's verdicts under either protocol, tagged with it in `verdicts.json`.
@@ -160,7 +159,7 @@ impl Scorer {
                     Some(embeddings) => SimilarityBackend::Embeddings(EmbeddingsBackend {
                         endpoint: endpoint_of(&embeddings.provider, "spec.judges.swePrbench.embeddings")?,
                         model: embeddings.name.clone(),
-                        client: EmbeddingsClient::new(Duration::from_secs(120), RetryPolicy::default()),
+                        client: client.clone(),
                     }),
                 };
                 Ok(Some(Scorer::SwePrBench {

@@ -171,19 +171,43 @@ impl ModelClient {
     ///   no tokens (providers do not bill rejected requests), so a call's usage is its one answer's,
     ///   counted once however many attempts it took.
     pub async fn complete(&self, endpoint: &Endpoint, req: &ChatRequest) -> Result<Completion, CallError> {
+        let (path, body) = wire::request(endpoint.api_kind, req);
+        let answer = self
+            .post(endpoint, path, &body, |json| {
+                wire::response(endpoint.api_kind, json).map(|(text, usage)| ((text, usage), Some(usage)))
+            })
+            .await?;
+        let (text, usage) = answer.value;
+        Ok(Completion { text, usage, latency_ms: answer.latency_ms, attempts: answer.attempts })
+    }
+
+    /// POSTs `body` to `path` under the endpoint's base URL, authenticated for its API kind,
+    /// through the provider's adaptive limit and with the retry rules of [`ModelClient::complete`];
+    /// `read` turns a successful answer into a value and the usage it reports (an `Err` makes the
+    /// answer malformed, which is not retried). Other endpoints of a provider (e.g. embeddings)
+    /// share its limit this way.
+    pub async fn post<T>(
+        &self,
+        endpoint: &Endpoint,
+        path: &str,
+        body: &Value,
+        read: impl Fn(&Value) -> Result<(T, Option<Usage>), String>,
+    ) -> Result<Answer<T>, CallError> {
         let limiter = self.limiters.get(&endpoint.provider, &endpoint.base_url, endpoint.api_kind);
         limiter.call_started();
-        let result = self.complete_limited(&limiter, endpoint, req).await;
-        limiter.call_finished(result.as_ref().ok().map(|completion| completion.usage));
+        let result = self.post_limited(&limiter, endpoint, path, body, &read).await;
+        limiter.call_finished(result.as_ref().ok().map(|answer| answer.usage.unwrap_or_default()));
         result
     }
 
-    async fn complete_limited(
+    async fn post_limited<T>(
         &self,
         limiter: &Arc<Limiter>,
         endpoint: &Endpoint,
-        req: &ChatRequest,
-    ) -> Result<Completion, CallError> {
+        path: &str,
+        body: &Value,
+        read: &impl Fn(&Value) -> Result<(T, Option<Usage>), String>,
+    ) -> Result<Answer<T>, CallError> {
         let policy = self.limiters.policy();
         let mut started = None;
         let mut attempts = 0;
@@ -199,11 +223,11 @@ impl ModelClient {
             permit.sending(attempts > 0);
             let started = *started.get_or_insert_with(Instant::now);
             attempts += 1;
-            let (error, retry_after) = match self.attempt(endpoint, req).await {
-                Ok((text, usage)) => {
+            let (error, retry_after) = match self.attempt(endpoint, path, body, read).await {
+                Ok((value, usage)) => {
                     permit.succeeded();
                     let latency_ms = started.elapsed().as_millis() as u64;
-                    return Ok(Completion { text, usage, latency_ms, attempts });
+                    return Ok(Answer { value, usage, latency_ms, attempts });
                 }
                 Err(failure) => failure,
             };
@@ -229,15 +253,16 @@ impl ModelClient {
         }
     }
 
-    async fn attempt(
+    async fn attempt<T>(
         &self,
         endpoint: &Endpoint,
-        req: &ChatRequest,
-    ) -> Result<(String, Usage), (CallError, Option<Duration>)> {
+        path: &str,
+        body: &Value,
+        read: &impl Fn(&Value) -> Result<(T, Option<Usage>), String>,
+    ) -> Result<(T, Option<Usage>), (CallError, Option<Duration>)> {
         let provider = endpoint.provider.clone();
-        let (path, body) = wire::request(endpoint.api_kind, req);
         let url = format!("{}{}", endpoint.base_url.trim_end_matches('/'), path);
-        let mut request = self.http.post(url).json(&body);
+        let mut request = self.http.post(url).json(body);
         let key = endpoint.api_key.as_deref().unwrap_or_default();
         request = match endpoint.api_kind {
             ApiKind::Anthropic => request.header("x-api-key", key).header("anthropic-version", "2023-06-01"),
@@ -256,8 +281,18 @@ impl ModelClient {
         let json: Value = serde_json::from_str(&text).map_err(|e| {
             (CallError::Malformed { provider: provider.clone(), message: format!("not JSON: {e}") }, None)
         })?;
-        wire::response(endpoint.api_kind, &json).map_err(|message| (CallError::Malformed { provider, message }, None))
+        read(&json).map_err(|message| (CallError::Malformed { provider, message }, None))
     }
+}
+
+/// A successful [`ModelClient::post`]: the value read from the answer, the usage it reported,
+/// and the call's latency and HTTP requests (as in [`Completion`]).
+#[derive(Debug, Clone)]
+pub struct Answer<T> {
+    pub value: T,
+    pub usage: Option<Usage>,
+    pub latency_ms: u64,
+    pub attempts: u32,
 }
 
 /// How long the provider asks to wait: `retry-after-ms` (milliseconds, OpenAI), else

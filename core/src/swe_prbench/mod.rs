@@ -86,8 +86,7 @@ pub use pr::{
 };
 pub use score::{score_pr, PrScores, ScoreInput};
 pub use similarity::{
-    cosine, lexical_terms, lexical_vectors, EmbeddingsBackend, EmbeddingsClient, PrSimilarity, SimilarityBackend,
-    SimilarityKind,
+    cosine, lexical_terms, lexical_vectors, EmbeddingsBackend, PrSimilarity, SimilarityBackend, SimilarityKind,
 };
 
 /// Which text rules where the paper and the released harness differ (see the module docs).

@@ -11,13 +11,12 @@
 //! - Cosine of a zero vector is 0; cosines are clamped to [-1, 1] against rounding.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::Metering;
-use crate::model::{CallError, Endpoint, RetryPolicy, Usage};
+use crate::model::{CallError, Endpoint, ModelClient, Usage};
 use crate::pricing::PricingTable;
 
 /// Which similarity a verdict used; reports must say so when it is lexical.
@@ -43,7 +42,21 @@ pub enum SimilarityBackend {
 pub struct EmbeddingsBackend {
     pub endpoint: Endpoint,
     pub model: String,
-    pub client: EmbeddingsClient,
+    /// The judges' model client: embeddings calls share the provider's adaptive limit and retry
+    /// rules with every other call to it.
+    pub client: ModelClient,
+}
+
+impl EmbeddingsBackend {
+    /// The embedding of each text, in order (one call for all of them), and the usage the
+    /// provider reported.
+    async fn embed(&self, texts: &[String]) -> Result<(Vec<Vec<f64>>, Option<Usage>), CallError> {
+        let body = json!({"model": self.model, "input": texts});
+        let answer =
+            self.client.post(&self.endpoint, "/embeddings", &body, |json| parse_embeddings(json, texts.len())).await?;
+        tracing::debug!(texts = texts.len(), ms = answer.latency_ms, "embedded");
+        Ok((answer.value, answer.usage))
+    }
 }
 
 impl SimilarityBackend {
@@ -74,7 +87,7 @@ impl SimilarityBackend {
             SimilarityBackend::Lexical => Ok((lexical_vectors(texts), metering)),
             SimilarityBackend::Embeddings(_) if texts.is_empty() => Ok((Vec::new(), metering)),
             SimilarityBackend::Embeddings(backend) => {
-                let (vectors, usage) = backend.client.embed(&backend.endpoint, &backend.model, texts).await?;
+                let (vectors, usage) = backend.embed(texts).await?;
                 metering.add_call(&backend.model, usage, pricing);
                 Ok((vectors, metering))
             }
@@ -176,91 +189,6 @@ pub fn lexical_vectors(texts: &[String]) -> Vec<Vec<f64>> {
             vector
         })
         .collect()
-}
-
-/// Calls `/embeddings`, retrying what [`CallError::is_retryable`] allows as the model client
-/// does (exponential backoff, or the provider's `Retry-After`).
-#[derive(Clone)]
-pub struct EmbeddingsClient {
-    http: reqwest::Client,
-    retry: RetryPolicy,
-}
-
-impl std::fmt::Debug for EmbeddingsClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EmbeddingsClient").field("retry", &self.retry).finish()
-    }
-}
-
-impl EmbeddingsClient {
-    pub fn new(request_timeout: Duration, retry: RetryPolicy) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(request_timeout)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .expect("the TLS backend initialises");
-        EmbeddingsClient { http, retry }
-    }
-
-    /// The embedding of each text, in order, and the usage the provider reported.
-    pub async fn embed(
-        &self,
-        endpoint: &Endpoint,
-        model: &str,
-        texts: &[String],
-    ) -> Result<(Vec<Vec<f64>>, Option<Usage>), CallError> {
-        let started = Instant::now();
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
-            match self.attempt(endpoint, model, texts).await {
-                Ok(answer) => {
-                    tracing::debug!(texts = texts.len(), ms = started.elapsed().as_millis() as u64, "embedded");
-                    return Ok(answer);
-                }
-                Err((error, retry_after)) => {
-                    if !error.is_retryable() || attempt >= self.retry.attempts {
-                        return Err(error);
-                    }
-                    let backoff = self.retry.base_delay.saturating_mul(1 << (attempt - 1).min(16));
-                    tokio::time::sleep(retry_after.unwrap_or(backoff).min(self.retry.max_delay)).await;
-                }
-            }
-        }
-    }
-
-    async fn attempt(
-        &self,
-        endpoint: &Endpoint,
-        model: &str,
-        texts: &[String],
-    ) -> Result<(Vec<Vec<f64>>, Option<Usage>), (CallError, Option<Duration>)> {
-        let provider = endpoint.provider.clone();
-        let url = format!("{}/embeddings", endpoint.base_url.trim_end_matches('/'));
-        let request = self
-            .http
-            .post(url)
-            .bearer_auth(endpoint.api_key.as_deref().unwrap_or_default())
-            .json(&json!({"model": model, "input": texts}));
-        let transport =
-            |e: reqwest::Error| (CallError::Transport { provider: provider.clone(), message: e.to_string() }, None);
-        let response = request.send().await.map_err(transport)?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .map(|secs| Duration::from_secs_f64(secs.max(0.0)));
-        let text = response.text().await.map_err(transport)?;
-        if !status.is_success() {
-            let message: String = text.chars().take(500).collect();
-            return Err((CallError::Status { provider, status: status.as_u16(), message }, retry_after));
-        }
-        let malformed = |message: String| (CallError::Malformed { provider: provider.clone(), message }, None);
-        let body: Value = serde_json::from_str(&text).map_err(|e| malformed(format!("not JSON: {e}")))?;
-        parse_embeddings(&body, texts.len()).map_err(malformed)
-    }
 }
 
 /// Reads an embeddings answer: one finite vector per input, all of one length, placed by

@@ -811,7 +811,7 @@ fn embeddings(server: &ScriptedServer) -> SimilarityBackend {
             api_key: Some("k".into()),
         },
         model: "scripted-embedding".into(),
-        client: EmbeddingsClient::new(
+        client: ModelClient::new(
             Duration::from_secs(30),
             RetryPolicy { attempts: 1, base_delay: Duration::ZERO, max_delay: Duration::ZERO },
         ),
