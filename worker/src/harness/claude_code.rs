@@ -61,35 +61,27 @@ pub fn binary(dir: &Path) -> PathBuf {
 /// Installs the exact version with npm, once; a finished install is marked so an interrupted
 /// one is redone rather than trusted.
 pub async fn install(root: &Path, version: &str) -> Result<PathBuf, InstallError> {
-    let dir = install_dir(root, version);
-    if dir.join(".installed").exists() {
-        return Ok(dir);
-    }
-    let parent = dir.parent().unwrap_or(root).to_path_buf();
-    let staging = parent.join(format!("{version}.partial"));
-    let _ = tokio::fs::remove_dir_all(&staging).await;
-    tokio::fs::create_dir_all(&staging).await.map_err(InstallError::io(&staging))?;
     let requirement = format!("{PACKAGE}@{version}");
-    super::npm_install(&staging, &requirement).await?;
-    // npm skips an optional dependency it cannot install without failing the install.
-    let native = binary(&staging);
-    if !native.exists() {
-        return Err(InstallError::Command {
-            command: format!("npm install {requirement}"),
-            status: "incomplete".into(),
-            stderr: format!(
-                "the native executable {} is missing: npm did not install the optional dependency \
-                 @anthropic-ai/{} (older releases, which ship a JavaScript bundle run by Node.js \
-                 instead, are not supported)",
-                native.display(),
-                platform_packages()[0]
-            ),
-        });
-    }
-    tokio::fs::write(staging.join(".installed"), &requirement).await.map_err(InstallError::io(&staging))?;
-    let _ = tokio::fs::remove_dir_all(&dir).await;
-    tokio::fs::rename(&staging, &dir).await.map_err(InstallError::io(&dir))?;
-    Ok(dir)
+    super::install_once(install_dir(root, version), &requirement.clone(), |staging| async move {
+        super::npm_install(&staging, &requirement).await?;
+        // npm skips an optional dependency it cannot install without failing the install.
+        let native = binary(&staging);
+        if !native.exists() {
+            return Err(InstallError::Command {
+                command: format!("npm install {requirement}"),
+                status: "incomplete".into(),
+                stderr: format!(
+                    "the native executable {} is missing: npm did not install the optional dependency \
+                     @anthropic-ai/{} (older releases, which ship a JavaScript bundle run by Node.js \
+                     instead, are not supported)",
+                    native.display(),
+                    platform_packages()[0]
+                ),
+            });
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// The version the installed executable reports (`claude --version` prints

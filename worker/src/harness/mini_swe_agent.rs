@@ -19,30 +19,22 @@ pub fn install_dir(root: &Path, version: &str) -> PathBuf {
 /// Creates the virtualenv and installs the exact version, once; a finished install is marked
 /// so an interrupted one is redone rather than trusted.
 pub async fn install(root: &Path, version: &str) -> Result<PathBuf, InstallError> {
-    let dir = install_dir(root, version);
-    if dir.join(".installed").exists() {
-        return Ok(dir);
-    }
-    let staging = dir.with_extension("partial");
-    let _ = tokio::fs::remove_dir_all(&staging).await;
-    tokio::fs::create_dir_all(staging.parent().unwrap_or(root)).await.map_err(InstallError::io(&staging))?;
-    // The system interpreter, not a per-user one (pyenv under /root): the venv links to it, and
-    // the unprivileged agent user must be able to run it.
-    let python = if Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
-    super::run_installer(python, &["-m".as_ref(), "venv".as_ref(), staging.as_os_str()]).await?;
-    let pip = staging.join("bin/pip");
     let requirement = format!("{PACKAGE}=={version}");
-    super::run_installer(
-        pip.as_os_str(),
-        &["install".as_ref(), "--quiet".as_ref(), "--disable-pip-version-check".as_ref(), requirement.as_ref()],
-    )
-    .await?;
-    tokio::fs::write(staging.join(".installed"), &requirement).await.map_err(InstallError::io(&staging))?;
-    let _ = tokio::fs::remove_dir_all(&dir).await;
-    // A virtualenv records its own path; it is created where it will stay… except for this
-    // rename, which is why scripts are run through the venv's python, not their shebangs.
-    tokio::fs::rename(&staging, &dir).await.map_err(InstallError::io(&dir))?;
-    Ok(dir)
+    // A virtualenv records its own path; it is created in the staging directory and renamed into
+    // place, which is why scripts are run through the venv's python, not their shebangs.
+    super::install_once(install_dir(root, version), &requirement.clone(), |staging| async move {
+        // The system interpreter, not a per-user one (pyenv under /root): the venv links to it, and
+        // the unprivileged agent user must be able to run it.
+        let python = if Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
+        super::run_installer(python, &["-m".as_ref(), "venv".as_ref(), staging.as_os_str()]).await?;
+        let pip = staging.join("bin/pip");
+        super::run_installer(
+            pip.as_os_str(),
+            &["install".as_ref(), "--quiet".as_ref(), "--disable-pip-version-check".as_ref(), requirement.as_ref()],
+        )
+        .await
+    })
+    .await
 }
 
 /// The version the installed package reports about itself.

@@ -102,6 +102,29 @@ impl InstallError {
     }
 }
 
+/// Installs a harness into `dir` once. `fill` populates a fresh staging directory beside it
+/// (`<dir>.partial`, created empty); the staging directory is then marked `.installed` (holding
+/// `requirement`) and renamed into place, so an interrupted install leaves no marker and is
+/// redone rather than trusted.
+async fn install_once<F, Fut>(dir: PathBuf, requirement: &str, fill: F) -> Result<PathBuf, InstallError>
+where
+    F: FnOnce(PathBuf) -> Fut,
+    Fut: std::future::Future<Output = Result<(), InstallError>>,
+{
+    if dir.join(".installed").exists() {
+        return Ok(dir);
+    }
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let staging = dir.with_file_name(format!("{name}.partial"));
+    let _ = tokio::fs::remove_dir_all(&staging).await;
+    tokio::fs::create_dir_all(&staging).await.map_err(InstallError::io(&staging))?;
+    fill(staging.clone()).await?;
+    tokio::fs::write(staging.join(".installed"), requirement).await.map_err(InstallError::io(&staging))?;
+    let _ = tokio::fs::remove_dir_all(&dir).await;
+    tokio::fs::rename(&staging, &dir).await.map_err(InstallError::io(&dir))?;
+    Ok(dir)
+}
+
 async fn run_installer(program: impl AsRef<OsStr>, args: &[&OsStr]) -> Result<(), InstallError> {
     let program = program.as_ref();
     let command = format!(
