@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use lightsout_core::compress::{decompress, EXCHANGES_ARTIFACT, TRAJECTORY_ARTIFACT};
+use lightsout_core::compress::{decompress, TRAJECTORY_ARTIFACT};
 use lightsout_core::scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
 use serde_json::Value;
 
@@ -59,19 +59,7 @@ spec:
     );
 
     for trial in common::walk(results.path(), "result.json") {
-        let dir = trial.parent().unwrap();
-        let result: Value = serde_json::from_slice(&std::fs::read(&trial).unwrap()).unwrap();
-        assert_eq!(result["outcome"], "ok", "{result}");
-        assert_eq!(result["harness_version_reported"], CLAUDE_CODE, "the version that actually ran");
-        assert_eq!(result["trajectory"]["turns"], 3, "{result}");
-        assert_eq!(result["trajectory"]["action_mix"]["write"], 1, "{result}");
-        assert!(result["findings"].as_u64().unwrap() >= 3, "{result}");
-        let review = std::fs::read_to_string(dir.join("review.md")).unwrap();
-        assert!(review.starts_with("# Review"), "{review}");
-
-        let exchanges = unpack(&dir.join(EXCHANGES_ARTIFACT));
-        assert_eq!(exchanges.lines().count(), 3);
-        assert!(!exchanges.contains("real-key"), "credentials are never recorded");
+        let (dir, result, exchanges) = common::assert_reviewed_trial(&trial, CLAUDE_CODE);
         for line in exchanges.lines() {
             let exchange: Value = serde_json::from_str(line).unwrap();
             let request = &exchange["request"];
@@ -92,7 +80,7 @@ spec:
         );
 
         // Claude Code's session log, stored and merged: both commands ran and exited 0.
-        let calls = common::assert_session_merged(dir, &result, "harness-session.jsonl.zst", "\"sessionId\"", &[]);
+        let calls = common::assert_session_merged(&dir, &result, "harness-session.jsonl.zst", "\"sessionId\"", &[]);
         assert_eq!(calls.len(), 2, "{calls:?}");
         assert!(calls.iter().all(|c| c["id"].as_str().is_some_and(|id| id.starts_with("toolu_"))), "{calls:?}");
 

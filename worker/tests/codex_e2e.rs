@@ -53,22 +53,7 @@ spec:
     assert!(agent.iter().all(|r| r.path == "/v1/responses" && r.stream && r.status == 200), "{agent:?}");
 
     for trial in common::walk(results.path(), "result.json") {
-        let dir = trial.parent().unwrap();
-        let result: Value = serde_json::from_slice(&std::fs::read(&trial).unwrap()).unwrap();
-        assert_eq!(result["outcome"], "ok", "{result}");
-        assert_eq!(result["harness_version_reported"], CODEX, "the version that actually ran");
-        assert_eq!(result["trajectory"]["turns"], 3, "{result}");
-        assert_eq!(result["trajectory"]["action_mix"]["write"], 1, "{result}");
-        assert!(result["findings"].as_u64().unwrap() >= 3, "{result}");
-        let review = std::fs::read_to_string(dir.join("review.md")).unwrap();
-        assert!(review.starts_with("# Review"), "{review}");
-
-        let exchanges = String::from_utf8(
-            lightsout_core::compress::decompress(&std::fs::read(dir.join("exchanges.jsonl.zst")).unwrap()).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(exchanges.lines().count(), 3);
-        assert!(!exchanges.contains("real-key"), "credentials are never recorded");
+        let (dir, result, exchanges) = common::assert_reviewed_trial(&trial, CODEX);
         for line in exchanges.lines() {
             let exchange: Value = serde_json::from_str(line).unwrap();
             let tools: Vec<&Value> = exchange["request"]["tools"].as_array().unwrap().iter().collect();
@@ -87,7 +72,7 @@ spec:
         );
 
         // Codex's rollout, stored and merged: both commands ran and exited 0.
-        let calls = common::assert_session_merged(dir, &result, "harness-session.jsonl.zst", "\"session_meta\"", &[]);
+        let calls = common::assert_session_merged(&dir, &result, "harness-session.jsonl.zst", "\"session_meta\"", &[]);
         assert_eq!(calls.len(), 2, "{calls:?}");
         assert!(calls.iter().all(|c| c["id"].as_str().is_some_and(|id| id.starts_with("call_"))), "{calls:?}");
 

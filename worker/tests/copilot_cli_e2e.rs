@@ -65,22 +65,7 @@ spec:
     }
 
     for trial in common::walk(results.path(), "result.json") {
-        let dir = trial.parent().unwrap();
-        let result: Value = serde_json::from_slice(&std::fs::read(&trial).unwrap()).unwrap();
-        assert_eq!(result["outcome"], "ok", "{result}");
-        assert_eq!(result["harness_version_reported"], COPILOT, "the version that actually ran");
-        assert_eq!(result["trajectory"]["turns"], 3, "{result}");
-        assert_eq!(result["trajectory"]["action_mix"]["write"], 1, "{result}");
-        assert!(result["findings"].as_u64().unwrap() >= 3, "{result}");
-        let review = std::fs::read_to_string(dir.join("review.md")).unwrap();
-        assert!(review.starts_with("# Review"), "{review}");
-
-        let exchanges = String::from_utf8(
-            lightsout_core::compress::decompress(&std::fs::read(dir.join("exchanges.jsonl.zst")).unwrap()).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(exchanges.lines().count(), 3);
-        assert!(!exchanges.contains("real-key"), "credentials are never recorded");
+        let (dir, result, exchanges) = common::assert_reviewed_trial(&trial, COPILOT);
         for (i, line) in exchanges.lines().enumerate() {
             let exchange: Value = serde_json::from_str(line).unwrap();
             // The variant's effort is passed on: as extended thinking over the Messages API,
@@ -116,7 +101,7 @@ spec:
 
         // Copilot's session events, stored and merged: both commands ran and exited 0.
         let calls = common::assert_session_merged(
-            dir,
+            &dir,
             &result,
             "harness-session.jsonl.zst",
             "\"tool.execution_complete\"",

@@ -8,7 +8,6 @@ mod common;
 use std::path::Path;
 
 use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
-use serde_json::Value;
 
 const MINI_SWE_AGENT: &str = "2.4.6";
 
@@ -52,21 +51,7 @@ spec:
     );
 
     for trial in common::walk(results.path(), "result.json") {
-        let dir = trial.parent().unwrap();
-        let result: Value = serde_json::from_slice(&std::fs::read(&trial).unwrap()).unwrap();
-        assert_eq!(result["outcome"], "ok", "{result}");
-        assert_eq!(result["harness_version_reported"], MINI_SWE_AGENT, "the version that actually ran");
-        assert_eq!(result["trajectory"]["turns"], 3, "{result}");
-        assert_eq!(result["trajectory"]["action_mix"]["write"], 1, "{result}");
-        assert!(result["findings"].as_u64().unwrap() >= 3, "{result}");
-        let review = std::fs::read_to_string(dir.join("review.md")).unwrap();
-        assert!(review.starts_with("# Review"), "{review}");
-        let exchanges = String::from_utf8(
-            lightsout_core::compress::decompress(&std::fs::read(dir.join("exchanges.jsonl.zst")).unwrap()).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(exchanges.lines().count(), 3);
-        assert!(!exchanges.contains("real-key"), "credentials are never recorded");
+        let (dir, result, _) = common::assert_reviewed_trial(&trial, MINI_SWE_AGENT);
         let trajectory = String::from_utf8(
             lightsout_core::compress::decompress(&std::fs::read(dir.join("trajectory.jsonl.zst")).unwrap()).unwrap(),
         )
@@ -76,7 +61,7 @@ spec:
         // exited 0; the submit command ends the run, and mini-swe-agent records it as not run.
         assert!(!dir.join("harness-mini-swe-agent-trajectory.json").exists(), "stored once, compressed");
         let calls = common::assert_session_merged(
-            dir,
+            &dir,
             &result,
             "harness-session.json.zst",
             "\"trajectory_format\"",

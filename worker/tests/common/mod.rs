@@ -74,6 +74,26 @@ pub async fn run_two_trials_per_variant(yaml: &str, origin: &str) -> E2eRun {
     E2eRun { results, report, events, sandboxed }
 }
 
+/// Checks what every harness's end-to-end trial must show: an ok review of three turns with one
+/// write, at least three findings under a `# Review` heading, the version that actually ran, and
+/// three recorded exchanges that never hold the provider key. Returns the trial's directory, its
+/// `result.json` and its exchanges.
+pub fn assert_reviewed_trial(result_file: &Path, version: &str) -> (PathBuf, Value, String) {
+    let dir = result_file.parent().unwrap().to_path_buf();
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file).unwrap()).unwrap();
+    assert_eq!(result["outcome"], "ok", "{result}");
+    assert_eq!(result["harness_version_reported"], version, "the version that actually ran");
+    assert_eq!(result["trajectory"]["turns"], 3, "{result}");
+    assert_eq!(result["trajectory"]["action_mix"]["write"], 1, "{result}");
+    assert!(result["findings"].as_u64().unwrap() >= 3, "{result}");
+    let review = std::fs::read_to_string(dir.join("review.md")).unwrap();
+    assert!(review.starts_with("# Review"), "{review}");
+    let exchanges = unpack(&dir.join(lightsout_core::compress::EXCHANGES_ARTIFACT));
+    assert_eq!(exchanges.lines().count(), 3);
+    assert!(!exchanges.contains("real-key"), "credentials are never recorded");
+    (dir, result, exchanges)
+}
+
 /// Every file called `name` under `dir`.
 pub fn walk(dir: &Path, name: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
