@@ -242,11 +242,12 @@ impl Panel {
                 }
             }
         }
-        let outcomes: Vec<Result<CallOutcome, CallError>> = stream::iter(jobs)
-            .map(|(finding, item, judge)| self.ask(judge, finding, item))
-            .buffered(self.concurrency.max(1))
-            .collect()
-            .await;
+        // The calls' futures are made up front rather than by a closure inside the stream: a
+        // closure over borrowed findings makes callers' futures fail rustc's `Send` inference
+        // (rust-lang/rust#102211), and the controller runs this inside a spawned reconcile.
+        let calls: Vec<_> = jobs.into_iter().map(|(finding, item, judge)| self.ask(judge, finding, item)).collect();
+        let outcomes: Vec<Result<CallOutcome, CallError>> =
+            stream::iter(calls).buffered(self.concurrency.max(1)).collect().await;
 
         let mut votes = Vec::new();
         let mut usage = Usage::default();

@@ -18,6 +18,7 @@ pub mod results;
 pub mod scoring;
 pub mod scripted;
 pub mod stats;
+pub mod stored;
 pub mod summary;
 pub mod swe_prbench;
 pub mod trajectory;

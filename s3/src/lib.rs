@@ -27,11 +27,13 @@
 //! # }
 //! ```
 
+pub mod results;
 pub mod retry;
 pub mod store;
 pub mod uploader;
 
 pub use aws_sdk_s3;
+pub use results::Results;
 pub use retry::RetryPolicy;
 pub use store::{parse_s3_uri, S3Credentials, S3Options, S3Store, DEFAULT_MULTIPART_THRESHOLD, DEFAULT_REGION};
 pub use uploader::{Artifact, UploadError, UploadReport, Uploader, DEFAULT_COMMIT};

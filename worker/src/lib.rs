@@ -9,5 +9,4 @@ pub use lightsout_core::pod_job as job;
 pub mod local;
 pub mod proxy;
 pub mod sandbox;
-pub mod store;
 pub mod trial;

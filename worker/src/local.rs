@@ -23,7 +23,8 @@ use lightsout_core::prompts::{agentic_review_prompt, review_prompt};
 use lightsout_core::results::{ResultStore, RunLayout};
 use lightsout_core::scoring::{Scorer, Verdicts};
 use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
-use lightsout_core::summary::{self, DatasetSummary, RunIdentity, RunSummary, TrialRecord};
+use lightsout_core::stored::StoredRun;
+use lightsout_core::summary::{self, DatasetSummary, RunIdentity, RunSummary};
 use lightsout_core::trial::{Outcome, TrialResult};
 use lightsout_core::validate::spec_hash;
 use lightsout_core::workspace;
@@ -31,9 +32,9 @@ use lightsout_s3::S3Credentials;
 use serde::{Deserialize, Serialize};
 
 use crate::harness::Installed;
-use crate::store::Results;
 use crate::trial::spool_root;
 use crate::trial::{run_trial, AgentSetup, SandboxLauncher, TrialJob};
+use lightsout_s3::Results;
 
 /// Looks up an environment variable.
 pub type EnvLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -209,7 +210,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
         )));
     }
 
-    let state = scan(&store, &layout).await?;
+    let state = StoredRun::scan(&store, &layout).await?;
     // Trials whose sibling repeats finished have a measured duration; the rest are estimated.
     let durations = state.mean_durations();
     let task_list: Vec<_> = tasks.iter().map(|t| t.task.clone()).collect();
@@ -342,26 +343,8 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
         .await;
 
     // The summary is computed from the store alone, exactly as anyone re-reading it would.
-    let state = scan(&store, &layout).await?;
-    let records: Vec<TrialRecord> = plan
-        .trials
-        .iter()
-        .map(|t| {
-            let result = state.final_result(&t.id, max_attempts).cloned();
-            let verdicts = result.as_ref().and_then(|r| state.verdicts(&t.id, r.attempt)).cloned();
-            let loaded = &tasks[t.task as usize];
-            TrialRecord {
-                variant: t.variant,
-                task: loaded.task.id.clone(),
-                repeat: t.repeat,
-                track: loaded.task.track,
-                difficulty: loaded.task.difficulty.clone(),
-                truth_items: loaded.truth.items().len() as u32,
-                result,
-                verdicts,
-            }
-        })
-        .collect();
+    let state = StoredRun::scan(&store, &layout).await?;
+    let records = state.trial_records(&plan.trials, &tasks, max_attempts);
     let summary = summary::summarise_run(
         RunIdentity { name: name.clone(), spec_hash: spec_hash(spec), generated_at: chrono::Utc::now() },
         DatasetSummary {
@@ -467,104 +450,6 @@ impl Providers {
     fn scripted_url(&self) -> String {
         self.server.as_ref().map(|s| s.base_url()).unwrap_or_default()
     }
-}
-
-/// What the results store holds for a run, by trial.
-#[derive(Default)]
-struct StoredState {
-    trials: HashMap<String, StoredTrial>,
-}
-
-#[derive(Default)]
-struct StoredTrial {
-    /// Finished attempts by number.
-    results: BTreeMap<u32, TrialResult>,
-    verdicts: BTreeMap<u32, Verdicts>,
-}
-
-impl StoredState {
-    /// The trial's final result: its last finished attempt, unless that one was an
-    /// infrastructure failure with attempts left.
-    fn final_result(&self, trial: &str, max_attempts: u32) -> Option<&TrialResult> {
-        let (number, last) = self.trials.get(trial)?.results.last_key_value()?;
-        (last.outcome != Outcome::InfraFailed || *number >= max_attempts).then_some(last)
-    }
-
-    fn is_final(&self, trial: &str, max_attempts: u32) -> bool {
-        self.final_result(trial, max_attempts).is_some()
-    }
-
-    fn needs_judging(&self, trial: &str, max_attempts: u32) -> bool {
-        self.final_result(trial, max_attempts)
-            .is_some_and(|r| r.outcome == Outcome::Ok && !self.has_verdicts(trial, r.attempt))
-    }
-
-    fn has_verdicts(&self, trial: &str, attempt: u32) -> bool {
-        self.verdicts(trial, attempt).is_some()
-    }
-
-    fn verdicts(&self, trial: &str, attempt: u32) -> Option<&Verdicts> {
-        self.trials.get(trial)?.verdicts.get(&attempt)
-    }
-
-    /// An attempt that never wrote `result.json` was interrupted; its number is reused.
-    fn next_attempt(&self, trial: &str) -> u32 {
-        self.trials.get(trial).and_then(|t| t.results.last_key_value()).map(|(n, _)| n + 1).unwrap_or(1)
-    }
-
-    /// Mean duration of the finished, non-infrastructure attempts per (variant id, task id).
-    fn mean_durations(&self) -> HashMap<(String, String), u64> {
-        let mut sums: HashMap<(String, String), (u64, u64)> = HashMap::new();
-        for result in self.trials.values().flat_map(|t| t.results.values()) {
-            if result.outcome.is_scored() {
-                let entry = sums.entry((result.variant_id.clone(), result.task_id.clone())).or_default();
-                entry.0 += result.duration_ms;
-                entry.1 += 1;
-            }
-        }
-        sums.into_iter().map(|(key, (sum, n))| (key, sum / n)).collect()
-    }
-
-    /// Spend recorded so far: every finished attempt, infrastructure failures included (their
-    /// tokens were paid for), and every verdict.
-    fn spent_usd(&self) -> f64 {
-        self.trials
-            .values()
-            .map(|t| {
-                t.results.values().filter_map(|r| r.cost_usd).sum::<f64>()
-                    + t.verdicts.values().map(|v| v.spend().cost_usd).sum::<f64>()
-            })
-            .sum()
-    }
-}
-
-async fn scan<S: ResultStore>(store: &S, layout: &RunLayout) -> anyhow::Result<StoredState> {
-    let mut state = StoredState::default();
-    for key in store.list(&layout.run_dir()).await? {
-        // runs/<run>/<variant>/<trial>/attempt-<n>/<file>
-        let parts: Vec<&str> = key.split('/').collect();
-        let [_, _, _, trial, attempt, file] = parts.as_slice() else { continue };
-        let Some(number) = attempt.strip_prefix("attempt-").and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let entry = state.trials.entry(trial.to_string()).or_default();
-        let read = || async {
-            let bytes = store.get(&key).await?.with_context(|| format!("{key} vanished"))?;
-            anyhow::Ok(bytes)
-        };
-        match *file {
-            "result.json" => {
-                let result: TrialResult = serde_json::from_slice(&read().await?)
-                    .with_context(|| format!("{} is not a valid trial result", store.uri(&key)))?;
-                entry.results.insert(number, result);
-            }
-            "verdicts.json" => {
-                let verdicts: Verdicts = serde_json::from_slice(&read().await?)
-                    .with_context(|| format!("{} is not a valid verdicts file", store.uri(&key)))?;
-                entry.verdicts.insert(number, verdicts);
-            }
-            _ => {}
-        }
-    }
-    Ok(state)
 }
 
 /// The directories a sandboxed agent must not see: the dataset's (ground truth) and the results

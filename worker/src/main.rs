@@ -23,8 +23,8 @@ use lightsout_core::api::{HarnessName, HarnessRef};
 use lightsout_core::model::{ModelClient, RetryPolicy};
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::trial::{Outcome, TrialSummary};
+use lightsout_s3::Results;
 use lightsout_worker::job::PodJob;
-use lightsout_worker::store::Results;
 use lightsout_worker::trial::{run_trial, AgentSetup, SandboxLauncher, TrialJob};
 use lightsout_worker::{harness, sandbox};
 

@@ -1,12 +1,12 @@
-//! The results store a run writes to: a local directory (`file://`) or S3 (`s3://`), chosen by
-//! the results URI, behind one [`ResultStore`].
+//! The results store that runs and the controller read and write: a local directory (`file://`)
+//! or S3 (`s3://`), chosen by the results URI, behind one [`ResultStore`].
 
 use std::io;
 use std::path::Path;
 
+use crate::{S3Credentials, S3Options, S3Store};
 use lightsout_core::api::S3Connection;
 use lightsout_core::results::{LocalStore, ResultStore};
-use lightsout_s3::{S3Credentials, S3Options, S3Store};
 
 #[derive(Debug, Clone)]
 pub enum Results {
