@@ -23,14 +23,21 @@
 //! native sidecars (`restartPolicy` on an init container), no `podReplacementPolicy`, no
 //! `managedBy`.
 //!
-//! **The ConfigMap** holds the PodJob as `job.json`, mounted read-only at
-//! `/etc/lightsout/job.json`; building refuses a PodJob above [`MAX_JOB_JSON_BYTES`] (ConfigMaps
-//! are limited to 1 MiB in all). It is created first, controlled by the EvaluationRun, so the pod
-//! finds it at once and a controller crash before the Job exists orphans nothing beyond the run.
-//! Once the Job exists, [`config_map_owner_patch`] hands it to the Job, so the Job's TTL deletes
-//! it with the Job (ConfigMaps of thousands of trials must not pile up in etcd until the run is
-//! deleted). Both owner references set `blockOwnerDeletion`, so the controller's RBAC needs
-//! `update` on `evaluationruns/finalizers` and `jobs/finalizers`.
+//! **The job file.** The worker reads the PodJob from `/etc/lightsout/job.json` (volume `job`).
+//! Up to [`MAX_INLINE_JOB_JSON_BYTES`] (most trials: the prompt and diff of one change) it
+//! travels inside the Job itself, as the pod template's annotation [`JOB_ANNOTATION`] projected
+//! into the file by a downward API volume: one trial costs one create and nothing to clean up.
+//! Larger ones (annotations are limited to 256 KiB in all) go in a ConfigMap of the Job's name
+//! holding `job.json`; building refuses a PodJob above [`MAX_JOB_JSON_BYTES`] (ConfigMaps are
+//! limited to 1 MiB). That ConfigMap is created right after the Job, controlled by it
+//! ([`config_map_for_job`]: the owner reference needs the Job's uid), so the Job's TTL deletes it
+//! with the Job — ConfigMaps of thousands of trials must not pile up in etcd until the run is
+//! deleted. The pod waits for the ConfigMap volume (the kubelet retries the mount), which exists
+//! within milliseconds; after a controller crash between the two creates, the restarted
+//! controller re-creates the ConfigMaps of the active Jobs. Owner references set
+//! `blockOwnerDeletion`, so the controller's RBAC needs `update` on `evaluationruns/finalizers`
+//! and `jobs/finalizers`. The job file holds no key and no ground truth, only what the agent is
+//! given anyway.
 //!
 //! **The pod** follows the restricted Pod Security profile: `runAsNonRoot`, uid/gid/fsGroup
 //! 65532, `seccompProfile: RuntimeDefault`, and in every container `allowPrivilegeEscalation:
@@ -77,9 +84,9 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
-    PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecretKeySelector, SecurityContext,
-    TopologySpreadConstraint, Volume, VolumeMount,
+    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, DownwardAPIVolumeFile, DownwardAPIVolumeSource,
+    EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, ObjectFieldSelector, PodSecurityContext, PodSpec,
+    PodTemplateSpec, SeccompProfile, SecretKeySelector, SecurityContext, TopologySpreadConstraint, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use lightsout_core::api::{EvaluationRun, EvaluationRunSpec, HarnessName, HarnessRef};
@@ -96,6 +103,11 @@ pub const JOB_JSON_KEY: &str = "job.json";
 pub const JOB_JSON_PATH: &str = "/etc/lightsout/job.json";
 /// The largest PodJob a ConfigMap carries (ConfigMaps are limited to 1 MiB including metadata).
 pub const MAX_JOB_JSON_BYTES: usize = 1_000_000;
+/// The pod template annotation that carries a job file up to [`MAX_INLINE_JOB_JSON_BYTES`].
+pub const JOB_ANNOTATION: &str = "lightsout.dev/job";
+/// The largest job file carried inline; half of the 256 KiB all annotations of an object may
+/// take, leaving room for the others.
+pub const MAX_INLINE_JOB_JSON_BYTES: usize = 128 * 1024;
 /// The uid, gid and fsGroup trial pods run as.
 pub const TRIAL_UID: i64 = 65532;
 /// Where the `worker` init container puts the worker binary.
@@ -331,7 +343,8 @@ pub fn pod_job(input: &TrialInput, settings: &TrialSettings) -> Result<PodJob, J
 /// A trial attempt's objects, to create in this order: the ConfigMap, then the Job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrialObjects {
-    pub config_map: ConfigMap,
+    /// The ConfigMap holding a job file too large to travel inline; `None` when it is inline.
+    pub config_map: Option<ConfigMap>,
     pub job: Job,
     pub pod_job: PodJob,
 }
@@ -414,7 +427,12 @@ pub fn build_trial(input: &TrialInput, settings: &TrialSettings) -> Result<Trial
     let trial_labels = labels::trial_labels(&identity);
     let annotations = labels::trial_annotations(&identity);
 
-    let config_map = ConfigMap {
+    let inline = json.len() <= MAX_INLINE_JOB_JSON_BYTES;
+    let mut pod_annotations = annotations.clone();
+    if inline {
+        pod_annotations.insert(JOB_ANNOTATION.to_string(), json.clone());
+    }
+    let config_map = (!inline).then(|| ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.clone()),
             namespace: Some(namespace.clone()),
@@ -423,10 +441,10 @@ pub fn build_trial(input: &TrialInput, settings: &TrialSettings) -> Result<Trial
             owner_references: Some(vec![owner.clone()]),
             ..ObjectMeta::default()
         },
-        data: Some(BTreeMap::from([(JOB_JSON_KEY.to_string(), json)])),
+        data: Some(BTreeMap::from([(JOB_JSON_KEY.to_string(), json.clone())])),
         immutable: Some(true),
         ..ConfigMap::default()
-    };
+    });
 
     let resources = spec.agent.resources.clone();
     let mut init_containers = vec![Container {
@@ -502,16 +520,7 @@ pub fn build_trial(input: &TrialInput, settings: &TrialSettings) -> Result<Trial
         }]),
         volumes: Some(vec![
             Volume { name: "lightsout".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Volume::default() },
-            Volume {
-                name: "job".into(),
-                config_map: Some(ConfigMapVolumeSource {
-                    name: name.clone(),
-                    items: Some(vec![KeyToPath { key: JOB_JSON_KEY.into(), path: JOB_JSON_KEY.into(), mode: None }]),
-                    default_mode: Some(0o444),
-                    optional: Some(false),
-                }),
-                ..Volume::default()
-            },
+            job_volume(inline, &name),
             Volume { name: "scratch".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Volume::default() },
         ]),
         init_containers: Some(init_containers),
@@ -544,7 +553,7 @@ pub fn build_trial(input: &TrialInput, settings: &TrialSettings) -> Result<Trial
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(trial_labels),
-                    annotations: Some(annotations),
+                    annotations: Some(pod_annotations),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(pod),
@@ -556,23 +565,52 @@ pub fn build_trial(input: &TrialInput, settings: &TrialSettings) -> Result<Trial
     Ok(TrialObjects { config_map, job, pod_job })
 }
 
-/// A JSON merge patch that hands a trial's ConfigMap to its Job once the Job exists (it needs
-/// the Job's uid), so deleting the Job deletes the ConfigMap.
-pub fn config_map_owner_patch(job: &Job) -> Result<serde_json::Value, JobError> {
+/// The `job` volume: the pod's own annotation (inline) or the ConfigMap named `config_map`.
+fn job_volume(inline: bool, config_map: &str) -> Volume {
+    if inline {
+        return Volume {
+            name: "job".into(),
+            downward_api: Some(DownwardAPIVolumeSource {
+                items: Some(vec![DownwardAPIVolumeFile {
+                    path: JOB_JSON_KEY.into(),
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: format!("metadata.annotations['{JOB_ANNOTATION}']"),
+                        api_version: None,
+                    }),
+                    mode: None,
+                    resource_field_ref: None,
+                }]),
+                default_mode: Some(0o444),
+            }),
+            ..Volume::default()
+        };
+    }
+    Volume {
+        name: "job".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map.into(),
+            items: Some(vec![KeyToPath { key: JOB_JSON_KEY.into(), path: JOB_JSON_KEY.into(), mode: None }]),
+            default_mode: Some(0o444),
+            optional: Some(false),
+        }),
+        ..Volume::default()
+    }
+}
+
+/// The trial's ConfigMap, controlled by its created Job (which has a uid), so deleting the Job
+/// deletes the ConfigMap.
+pub fn config_map_for_job(mut config_map: ConfigMap, job: &Job) -> Result<ConfigMap, JobError> {
     let name = job.metadata.name.clone().ok_or(JobError::MissingMetadata("the Job's metadata.name"))?;
     let uid = job.metadata.uid.clone().ok_or(JobError::MissingMetadata("the Job's metadata.uid"))?;
-    Ok(serde_json::json!({
-        "metadata": {
-            "ownerReferences": [{
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": name,
-                "uid": uid,
-                "controller": true,
-                "blockOwnerDeletion": true,
-            }]
-        }
-    }))
+    config_map.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "batch/v1".into(),
+        kind: "Job".into(),
+        name,
+        uid,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    Ok(config_map)
 }
 
 /// A JSON merge patch that lets Kubernetes delete a finished trial Job (and its pod and
@@ -907,10 +945,10 @@ spec:
         let names: Vec<&str> = volumes.iter().map(|v| v["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["lightsout", "job", "scratch"]);
         assert!(volumes[0].get("emptyDir").is_some() && volumes[2].get("emptyDir").is_some());
-        let cm = &volumes[1]["configMap"];
-        assert_eq!(cm["name"], job["metadata"]["name"]);
-        assert_eq!(cm["items"][0]["key"], "job.json");
-        assert_eq!(cm["items"][0]["path"], "job.json");
+        // A small job file: projected from the pod's own annotation.
+        let projected = &volumes[1]["downwardAPI"];
+        assert_eq!(projected["items"][0]["path"], "job.json");
+        assert_eq!(projected["items"][0]["fieldRef"]["fieldPath"], "metadata.annotations['lightsout.dev/job']");
         // Placement.
         assert_eq!(pod["nodeSelector"]["pool"], "evals");
         assert_eq!(pod["tolerations"][0]["key"], "dedicated");
@@ -956,18 +994,13 @@ spec:
     }
 
     #[test]
-    fn the_config_map_holds_the_pod_job_the_worker_parses() {
+    fn a_small_job_file_travels_inline_as_an_annotation_projected_into_the_pod() {
         let run = test_run();
         let t = task("crb-1", Some("acme/widgets:1"));
         let (objects, _) = build(&run, "gpt-5.1", HarnessName::Codex, &t);
-        let cm: Value = serde_yaml::from_str(&serde_yaml::to_string(&objects.config_map).unwrap()).unwrap();
-        assert_eq!(cm["kind"], "ConfigMap");
-        assert_eq!(cm["metadata"]["name"], objects.job.metadata.name.clone().unwrap().as_str());
-        assert_eq!(cm["metadata"]["namespace"], "evals");
-        assert_eq!(cm["metadata"]["ownerReferences"][0]["kind"], "EvaluationRun");
-        assert_eq!(cm["metadata"]["labels"]["lightsout.dev/attempt"], "2");
-        assert_eq!(cm["immutable"], true);
-        let text = cm["data"]["job.json"].as_str().unwrap();
+        assert!(objects.config_map.is_none(), "no ConfigMap for an inline job file");
+        let template = objects.job.spec.as_ref().unwrap().template.clone();
+        let text = &template.metadata.unwrap().annotations.unwrap()[JOB_ANNOTATION];
         let parsed = PodJob::parse(text).unwrap();
         assert_eq!(parsed, objects.pod_job);
         assert_eq!(parsed.task, t);
@@ -975,17 +1008,44 @@ spec:
         assert_eq!(parsed.s3.as_ref().unwrap().secret_name.as_deref(), Some("s3-creds"));
         let variant = variants(&run.spec).into_iter().find(|v| v.id == parsed.variant.id).unwrap();
         assert_eq!(parsed.prompt, prompt_for(&run.spec, &variant, &t));
+        // The Job's own metadata does not repeat it.
+        assert!(!objects.job.metadata.annotations.as_ref().unwrap().contains_key(JOB_ANNOTATION));
+        let volume = template.spec.unwrap().volumes.unwrap().into_iter().find(|v| v.name == "job").unwrap();
+        let file = &volume.downward_api.unwrap().items.unwrap()[0];
+        assert_eq!(file.path, "job.json");
+        assert_eq!(file.field_ref.as_ref().unwrap().field_path, "metadata.annotations['lightsout.dev/job']");
+    }
+
+    #[test]
+    fn a_large_job_file_goes_in_a_config_map_owned_by_the_job() {
+        let run = test_run();
+        let mut t = task("crb-1", Some("acme/widgets:1"));
+        t.diff = "+x\n".repeat(MAX_INLINE_JOB_JSON_BYTES / 3);
+        let (objects, _) = build(&run, "gpt-5.1", HarnessName::Codex, &t);
+        let config_map = objects.config_map.clone().expect("a ConfigMap over the inline limit");
+        let cm: Value = serde_yaml::from_str(&serde_yaml::to_string(&config_map).unwrap()).unwrap();
+        assert_eq!(cm["kind"], "ConfigMap");
+        assert_eq!(cm["metadata"]["name"], objects.job.metadata.name.clone().unwrap().as_str());
+        assert_eq!(cm["metadata"]["namespace"], "evals");
+        assert_eq!(cm["metadata"]["labels"]["lightsout.dev/attempt"], "2");
+        assert_eq!(cm["immutable"], true);
+        assert_eq!(PodJob::parse(cm["data"]["job.json"].as_str().unwrap()).unwrap(), objects.pod_job);
+        let template = objects.job.spec.as_ref().unwrap().template.clone();
+        assert!(!template.metadata.unwrap().annotations.unwrap().contains_key(JOB_ANNOTATION));
+        let volume = template.spec.unwrap().volumes.unwrap().into_iter().find(|v| v.name == "job").unwrap();
+        assert_eq!(volume.config_map.unwrap().name, objects.job.metadata.name.clone().unwrap());
         // Handing the ConfigMap to the Job needs the Job's uid.
-        assert!(config_map_owner_patch(&objects.job).is_err());
+        assert!(config_map_for_job(config_map.clone(), &objects.job).is_err());
         let mut created = objects.job.clone();
         created.metadata.uid = Some("job-uid".into());
-        let patch = config_map_owner_patch(&created).unwrap();
-        let owner = &patch["metadata"]["ownerReferences"][0];
-        assert_eq!(owner["kind"], "Job");
-        assert_eq!(owner["apiVersion"], "batch/v1");
-        assert_eq!(owner["uid"], "job-uid");
-        assert_eq!(owner["name"], created.metadata.name.clone().unwrap().as_str());
-        assert_eq!(patch["metadata"]["ownerReferences"].as_array().unwrap().len(), 1);
+        let owned = serde_json::to_value(config_map_for_job(config_map, &created).unwrap()).unwrap();
+        let owners = owned["metadata"]["ownerReferences"].as_array().unwrap();
+        assert_eq!(owners.len(), 1);
+        assert_eq!(owners[0]["kind"], "Job");
+        assert_eq!(owners[0]["apiVersion"], "batch/v1");
+        assert_eq!(owners[0]["uid"], "job-uid");
+        assert_eq!(owners[0]["controller"], true);
+        assert_eq!(owners[0]["name"], created.metadata.name.clone().unwrap().as_str());
     }
 
     #[test]
@@ -1015,7 +1075,7 @@ spec:
         fits.diff.truncate(big.diff.len() - (size - MAX_JOB_JSON_BYTES));
         let input = TrialInput { task: &fits, ..input };
         let objects = build_trial(&input, &settings()).unwrap();
-        assert_eq!(objects.config_map.data.unwrap()["job.json"].len(), MAX_JOB_JSON_BYTES);
+        assert_eq!(objects.config_map.unwrap().data.unwrap()["job.json"].len(), MAX_JOB_JSON_BYTES);
     }
 
     #[test]

@@ -54,7 +54,8 @@ pub enum EgressTarget {
 }
 
 /// How the controller's configuration describes an in-cluster Service's pods.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServiceBackend {
     /// The Service's pod selector.
     pub pod_selector: BTreeMap<String, String>,
@@ -63,7 +64,8 @@ pub struct ServiceBackend {
 }
 
 /// The controller's network configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct NetworkSettings {
     /// In-cluster Services by `<namespace>/<name>`.
     pub services: BTreeMap<String, ServiceBackend>,
@@ -177,6 +179,17 @@ fn check_cidr(endpoint: &str, cidr: &str) -> Result<(), NetworkError> {
         return Err(bad());
     }
     Ok(())
+}
+
+/// The namespace, Service name and port of an in-cluster Service URL
+/// (`http(s)://<svc>.<ns>.svc[.cluster.local][:port]/…`); `None` for any other URL.
+pub fn in_cluster_service(url: &str) -> Option<(String, String, u16)> {
+    let (host, port) = host_and_port("", url).ok()?;
+    let host = host.trim_end_matches('.');
+    let name = host.strip_suffix(".svc.cluster.local").or_else(|| host.strip_suffix(".svc"))?;
+    let (service, namespace) =
+        name.split_once('.').filter(|(s, n)| !s.is_empty() && !n.is_empty() && !n.contains('.'))?;
+    Some((namespace.to_string(), service.to_string(), port))
 }
 
 /// The targets that let trial pods reach `url`. `endpoint` names it in errors (`provider

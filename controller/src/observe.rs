@@ -214,7 +214,7 @@ enum Finish {
 }
 
 /// The trial id and attempt from a Job's labels.
-fn identity(job: &Job) -> Option<(&str, u32)> {
+pub fn identity(job: &Job) -> Option<(&str, u32)> {
     let labels = job.metadata.labels.as_ref()?;
     let trial = labels.get(labels::TRIAL)?;
     let attempt = labels.get(labels::ATTEMPT)?.parse::<u32>().ok().filter(|&a| a > 0)?;
@@ -231,6 +231,11 @@ fn to_chrono(time: &Time) -> DateTime<Utc> {
 
 fn job_condition<'a>(job: &'a Job, type_: &str) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
     job.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// Whether the Job has a terminal condition (`Complete` or `Failed` with status `True`).
+pub fn is_finished(job: &Job) -> bool {
+    finish(job).is_some()
 }
 
 fn finish(job: &Job) -> Option<Finish> {

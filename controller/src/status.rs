@@ -28,6 +28,11 @@ pub struct Observed<'a> {
     pub budget_usd: Option<f64>,
     /// Trials with an active Job.
     pub running: i64,
+    /// The scheduler's budget gate is closed (`spent + in-flight estimate ≥ maxUSD`) while
+    /// trials wait to start.
+    pub budget_gate_closed: bool,
+    /// Finished reviews whose verdicts are not in yet: the run is not complete until they are.
+    pub awaiting_judges: i64,
     /// The results aggregated so far; `None` before there are any.
     pub summary: Option<&'a RunSummary>,
     /// The time of this pass: used for new condition transitions, `startTime` and
@@ -248,7 +253,7 @@ fn verdicts(observed: &Observed, trials: &TrialCounts, spend: &Spend) -> Vec<Ver
 
     // Complete: trials are planned and every one has a final result (running ⊆ unfinished, so
     // nothing is running either).
-    let is_complete = trials.total > 0 && trials.pending == 0 && trials.running == 0;
+    let is_complete = trials.total > 0 && trials.pending == 0 && trials.running == 0 && observed.awaiting_judges == 0;
     let complete = if is_complete {
         Verdict::new(
             condition::COMPLETE,
@@ -260,7 +265,11 @@ fn verdicts(observed: &Observed, trials: &TrialCounts, spend: &Spend) -> Vec<Ver
             ),
         )
     } else {
-        Verdict::new(condition::COMPLETE, false, reason::TRIALS_PENDING, progress.clone())
+        let judging = match observed.awaiting_judges {
+            0 => String::new(),
+            n => format!("; {n} reviews awaiting the judges"),
+        };
+        Verdict::new(condition::COMPLETE, false, reason::TRIALS_PENDING, format!("{progress}{judging}"))
     };
 
     // Suspended: spec.suspend stops new trials from starting; running ones finish.
@@ -284,6 +293,16 @@ fn verdicts(observed: &Observed, trials: &TrialCounts, spend: &Spend) -> Vec<Ver
     };
     let budget = match observed.budget_usd {
         None => Verdict::new(condition::BUDGET_EXCEEDED, false, reason::NO_BUDGET, "spec.budget.maxUSD is not set"),
+        Some(max) if observed.budget_gate_closed && trials.pending > 0 && spend.total_usd < max => Verdict::new(
+            condition::BUDGET_EXCEEDED,
+            true,
+            reason::BUDGET_REACHED,
+            format!(
+                "spent ${:.2} of the ${max:.2} budget{unpriced}, and the running trials' expected cost would reach it: \
+                 {} pending trials wait",
+                spend.total_usd, trials.pending
+            ),
+        ),
         Some(max) if spend.total_usd >= max && trials.pending > 0 => Verdict::new(
             condition::BUDGET_EXCEEDED,
             true,
@@ -428,6 +447,8 @@ mod tests {
             suspended: false,
             budget_usd: None,
             running,
+            budget_gate_closed: false,
+            awaiting_judges: 0,
             summary,
             now: at(now),
         }
@@ -631,6 +652,30 @@ mod tests {
         let status = compute_status(None, &obs);
         assert_eq!(state(&status, condition::BUDGET_EXCEEDED), ("True", "BudgetReached"));
         assert_eq!(state(&status, condition::PROGRESSING), ("False", "Suspended"));
+    }
+
+    #[test]
+    fn a_closed_budget_gate_below_the_budget_is_reported_with_the_in_flight_reason() {
+        let s = summary(counts(10, 6, 4, 0, 0), vec![]);
+        let mut obs = observed(Some(&s), 2, 0);
+        obs.budget_usd = Some(10.0);
+        obs.budget_gate_closed = true;
+        let status = compute_status(None, &obs);
+        assert_eq!(state(&status, condition::BUDGET_EXCEEDED), ("True", "BudgetReached"));
+        assert!(get(&status, condition::BUDGET_EXCEEDED).message.contains("expected cost would reach it"));
+        assert_eq!(state(&status, condition::PROGRESSING), ("False", "BudgetExceeded"));
+    }
+
+    #[test]
+    fn a_run_is_not_complete_while_reviews_await_the_judges() {
+        let s = summary(counts(10, 0, 10, 0, 0), vec![]);
+        let mut obs = observed(Some(&s), 0, 0);
+        obs.awaiting_judges = 3;
+        let status = compute_status(None, &obs);
+        assert_eq!(state(&status, condition::COMPLETE), ("False", "TrialsPending"));
+        assert!(get(&status, condition::COMPLETE).message.ends_with("; 3 reviews awaiting the judges"));
+        obs.awaiting_judges = 0;
+        assert_eq!(state(&compute_status(None, &obs), condition::COMPLETE), ("True", "AllTrialsFinished"));
     }
 
     #[test]

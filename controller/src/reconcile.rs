@@ -1,0 +1,919 @@
+//! The EvaluationRun reconciler: dereference → validate → apply.
+//!
+//! One pass, all I/O through the [`Context`]:
+//!
+//! 1. **Deleted?** Clean up through the finalizer ([`crate::finalize`]). Otherwise make sure the
+//!    finalizer is on the run.
+//! 2. **Dereference and validate** the spec ([`run_state::prepare`]), once per generation: a
+//!    problem becomes `Accepted=False` with a message naming what and where, and no Job.
+//! 3. **NetworkPolicy**: applied once per generation (server-side apply).
+//! 4. **Observe** the run's Jobs and pods ([`observe`]) and **record** what finished, in the
+//!    results store, before anything is deleted or retried: a complete attempt's `result.json`
+//!    (written by the worker) is read; an attempt that failed on infrastructure gets an
+//!    `infra-failed` `result.json` written by the controller (its error starts with the reason,
+//!    e.g. `Evicted: …`). Only then are stuck Jobs deleted and finished Jobs given their TTL,
+//!    so an attempt number is never forgotten and reused.
+//! 5. **Decide** ([`decide`]) from the Jobs and the stored results alone, and create one Job
+//!    (then its ConfigMap) per start. Names are a function of (run, trial, attempt), so a
+//!    restarted controller gets `AlreadyExists`, never a second Job for an attempt.
+//! 6. **Judge** finished reviews (a bounded batch per pass), storing `verdicts.json`.
+//! 7. **Summarise** from the stored results and verdicts with the shared scoring code
+//!    (`summary.json`, throttled to [`ControllerSettings::summary_interval`] while trials
+//!    finish), and write `.status` when it changed; Events on milestones.
+//!
+//! Because every decision is a function of the API's state and the results store, killing the
+//! controller at any point and starting it again continues the run without duplicating or
+//! losing a trial, and counts every result once.
+//!
+//! [`ControllerSettings::summary_interval`]: crate::context::ControllerSettings::summary_interval
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use futures::stream::{self, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use lightsout_core::api::{condition, EvaluationRun, EvaluationRunStatus};
+use lightsout_core::findings::ParsedReview;
+use lightsout_core::hash::sha256_hex;
+use lightsout_core::judge::VoteValue;
+use lightsout_core::results::ResultStore;
+use lightsout_core::scoring::Verdicts;
+use lightsout_core::summary::{self, DatasetSummary, RunIdentity};
+use lightsout_core::trial::{Outcome, TrialResult, RESULT_SCHEMA};
+
+use crate::budget::{self, Budget};
+use crate::context::Context;
+use crate::error::Error;
+use crate::job::{self, TrialInput};
+use crate::metrics::{Role, RunKey};
+use crate::network::{self, ServiceBackend};
+use crate::observation::{AttemptState, InfraReason, TrialState};
+use crate::observe::{self, observe};
+use crate::run_state::{self, PrepareError, PreparedRun, RunState};
+use crate::schedule::{decide, Decision, Policy};
+use crate::status::{self, compute_status};
+
+/// The finalizer that lets the controller clean up what a run created.
+pub const FINALIZER: &str = "lightsout.dev/cleanup";
+
+/// How soon to come back while reviews wait for the judges.
+const JUDGING_REQUEUE: Duration = Duration::from_secs(2);
+/// How soon to come back to a run whose spec is refused (a missing Secret may appear).
+const INVALID_REQUEUE: Duration = Duration::from_secs(60);
+
+/// Reconciles one EvaluationRun (the kube-rs `Controller`'s reconcile function).
+pub async fn reconcile(run: Arc<EvaluationRun>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_run(&run, &ctx).await;
+    ctx.metrics.reconcile_finished(started.elapsed().as_secs_f64(), result.as_ref().err().map(Error::category));
+    result
+}
+
+/// What to do after a failed reconcile: log it and try again soon.
+pub fn error_policy(run: Arc<EvaluationRun>, error: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(
+        namespace = run.metadata.namespace.as_deref().unwrap_or(""),
+        run = run.metadata.name.as_deref().unwrap_or(""),
+        category = error.category(),
+        error = %error,
+        "reconcile failed; retrying"
+    );
+    Action::requeue(match error {
+        Error::Metadata(_) => Duration::from_secs(300),
+        _ => Duration::from_secs(15),
+    })
+}
+
+/// The run's namespace, name and uid.
+fn identity(run: &EvaluationRun) -> Result<(String, String, String), Error> {
+    Ok((
+        run.metadata.namespace.clone().ok_or(Error::Metadata("metadata.namespace is missing"))?,
+        run.metadata.name.clone().ok_or(Error::Metadata("metadata.name is missing"))?,
+        run.metadata.uid.clone().ok_or(Error::Metadata("metadata.uid is missing"))?,
+    ))
+}
+
+async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Error> {
+    let (namespace, name, uid) = identity(run)?;
+    if run.metadata.deletion_timestamp.is_some() {
+        return crate::finalize::cleanup(run, ctx).await;
+    }
+    ensure_finalizer(run, ctx, &namespace, &name).await?;
+
+    let state_lock = ctx.run_state(&uid);
+    let mut state = state_lock.lock().await;
+    let generation = run.metadata.generation;
+
+    // Dereference and validate, once per generation.
+    if state.prepared.as_ref().map(|p| p.generation) != Some(generation) {
+        match run_state::prepare(run, ctx).await {
+            Ok((prepared, stored)) => {
+                let max_attempts = prepared.max_attempts(&run.spec);
+                if state.stored.is_none() {
+                    // Results stored before this process started are not counted again.
+                    state.counted = prepared
+                        .plan
+                        .trials
+                        .iter()
+                        .filter(|t| stored.final_result(&t.id, max_attempts).is_some())
+                        .map(|t| t.id.clone())
+                        .collect();
+                    state.stored = Some(stored);
+                    state.summary_dirty = true;
+                }
+                if state.prepared.is_none() {
+                    ctx.event(
+                        run,
+                        false,
+                        "Accepted",
+                        format!(
+                            "planned {} trials: {} variants × {} tasks × {} repeats",
+                            prepared.plan.trials.len(),
+                            prepared.plan.variants.len(),
+                            prepared.tasks.len(),
+                            run.spec.matrix.repeats.max(1)
+                        ),
+                    )
+                    .await;
+                }
+                state.prepared = Some(Arc::new(prepared));
+            }
+            Err(PrepareError::Invalid(message)) => {
+                state.prepared = None;
+                return reject(run, ctx, &state, message).await;
+            }
+            Err(PrepareError::Infra(e)) => return Err(e),
+        }
+    }
+    let prepared = state.prepared.clone().expect("prepared above");
+
+    if state.network_generation != generation {
+        if let Err(message) = apply_network_policy(run, ctx, &namespace).await? {
+            state.prepared = None;
+            return reject(run, ctx, &state, message).await;
+        }
+        state.network_generation = generation;
+    }
+
+    let key = RunKey { namespace: namespace.clone(), run: name.clone() };
+    let now = ctx.now();
+    let (jobs, pods) = ctx.jobs_and_pods(&namespace, &name).await?;
+    let mut observed =
+        observe(&jobs, &pods, prepared.plan.trials.len(), &prepared.trial_index, now, &ctx.settings.observe);
+    for error in &observed.errors {
+        tracing::warn!(namespace, run = name, job = error.job, kind = ?error.kind, "{}", error.message);
+    }
+    let jobs_by_attempt: HashMap<(&str, u32), &Job> =
+        jobs.iter().filter_map(|j| observe::identity(j).map(|id| (id, j))).collect();
+
+    record_finished(run, ctx, &prepared, &mut state, &observed, &jobs_by_attempt, &key, now).await?;
+    delete_stuck_jobs(ctx, &namespace, &observed.to_delete).await?;
+    set_finished_ttls(ctx, &namespace, &jobs, state.stored.as_ref().expect("stored")).await?;
+    if !state.config_maps_checked {
+        recreate_config_maps(run, ctx, &prepared, &jobs).await?;
+        state.config_maps_checked = true;
+    }
+
+    // The stored results complete the picture: Jobs of recorded attempts may be gone.
+    let max_attempts = prepared.max_attempts(&run.spec);
+    {
+        let stored = state.stored.as_ref().expect("stored");
+        for (index, trial) in prepared.plan.trials.iter().enumerate() {
+            let Some(trial_results) = stored.trials.get(&trial.id) else { continue };
+            for (attempt, result) in &trial_results.results {
+                observed.observation.record(index, *attempt, attempt_state(result));
+            }
+        }
+    }
+
+    let spec = &run.spec;
+    let policy = Policy::from_spec(spec, ctx.settings.backoff);
+    let means = budget::variant_mean_costs(&prepared.plan.variants, state.summary.as_ref());
+    let spent = state.stored.as_ref().expect("stored").spent_usd();
+    let decision = {
+        let budget = Budget {
+            max_usd: spec.budget.max_usd,
+            spent_usd: spent,
+            variant_mean_usd: &means,
+            prior_usd: budget::prior_usd(&spec.budget, ctx.settings.prior_trial_usd),
+        };
+        decide(&prepared.plan.trials, &observed.observation, &policy, &budget, now)
+    };
+    count_final_trials(ctx, &prepared, &mut state, &key, max_attempts);
+    let started = start_trials(run, ctx, &prepared, &mut state, &decision, &key, now).await?;
+
+    let judged_all = judge_reviews(run, ctx, &prepared, &mut state, &key).await;
+    let awaiting_judges = awaiting_judges(&prepared, &state, max_attempts);
+
+    summarise(run, ctx, &prepared, &mut state, &decision, awaiting_judges).await?;
+    let new_status = compute_status(
+        run.status.as_ref(),
+        &status::Observed {
+            generation,
+            spec_valid: Ok(()),
+            suspended: spec.suspend,
+            budget_usd: spec.budget.max_usd,
+            running: decision.counts.running() as i64,
+            budget_gate_closed: decision.budget_exceeded,
+            awaiting_judges: awaiting_judges as i64,
+            summary: state.summary.as_ref(),
+            now,
+        },
+    );
+    milestones(run, ctx, run.status.as_ref(), &new_status, started).await;
+    write_status(run, ctx, &new_status).await?;
+
+    ctx.metrics.run_gauges(
+        &key,
+        spec.budget.max_usd,
+        new_status.spend.total_usd,
+        decision.counts.running() as u64,
+        decision.counts.pending() as u64,
+    );
+    for stats in ctx.models.stats() {
+        ctx.metrics.provider_totals(&stats.provider, stats.rate_limited, stats.retries);
+    }
+
+    let complete = status::condition(&new_status, condition::COMPLETE).is_some_and(|c| c.status == "True");
+    let mut next: Option<Duration> = decision.requeue_after(now);
+    let mut sooner = |d: Duration| next = Some(next.map_or(d, |n| n.min(d)));
+    if !judged_all {
+        sooner(JUDGING_REQUEUE);
+    }
+    if state.summary_dirty {
+        sooner(ctx.settings.summary_interval);
+    }
+    if !complete {
+        sooner(ctx.settings.idle_requeue);
+    }
+    Ok(next.map(Action::requeue).unwrap_or_else(Action::await_change))
+}
+
+/// How a stored result enters the scheduler's observation.
+fn attempt_state(result: &TrialResult) -> AttemptState {
+    if result.outcome.is_scored() {
+        AttemptState::Finished
+    } else {
+        AttemptState::InfraFailed { at: result.finished_at, reason: stored_reason(result.error.as_deref()) }
+    }
+}
+
+/// The infrastructure reason at the start of a stored error (`Evicted: …`); the worker's own
+/// infrastructure failures carry none and count as `WorkerInfraExit`.
+fn stored_reason(error: Option<&str>) -> InfraReason {
+    let prefix = error.and_then(|e| e.split_once(':')).map(|(p, _)| p.trim()).unwrap_or("");
+    [
+        InfraReason::Evicted,
+        InfraReason::ImagePull,
+        InfraReason::NodeLost,
+        InfraReason::WorkerExit,
+        InfraReason::NeverStarted,
+        InfraReason::Other,
+    ]
+    .into_iter()
+    .find(|r| r.as_str() == prefix)
+    .unwrap_or(InfraReason::WorkerExit)
+}
+
+async fn ensure_finalizer(run: &EvaluationRun, ctx: &Context, namespace: &str, name: &str) -> Result<(), Error> {
+    let finalizers = run.metadata.finalizers.as_deref().unwrap_or(&[]);
+    if finalizers.iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let patch: serde_json::Value = if run.metadata.finalizers.is_none() {
+        serde_json::json!([{"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}])
+    } else {
+        serde_json::json!([{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}])
+    };
+    let patch: json_patch::Patch = serde_json::from_value(patch).expect("a valid JSON patch");
+    Api::<EvaluationRun>::namespaced(ctx.client.clone(), namespace)
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await?;
+    Ok(())
+}
+
+/// Writes the status of a run whose spec was refused, with an Event when the refusal is new.
+async fn reject(run: &EvaluationRun, ctx: &Context, state: &RunState, message: String) -> Result<Action, Error> {
+    let previous = run.status.as_ref();
+    let new_status = compute_status(
+        previous,
+        &status::Observed {
+            generation: run.metadata.generation,
+            spec_valid: Err(message.clone()),
+            suspended: run.spec.suspend,
+            budget_usd: run.spec.budget.max_usd,
+            running: 0,
+            budget_gate_closed: false,
+            awaiting_judges: 0,
+            summary: state.summary.as_ref(),
+            now: ctx.now(),
+        },
+    );
+    let was = previous.and_then(|p| status::condition(p, condition::ACCEPTED));
+    if was.is_none_or(|c| c.status != "False" || c.message != message) {
+        ctx.event(run, true, "InvalidSpec", message).await;
+    }
+    write_status(run, ctx, &new_status).await?;
+    Ok(Action::requeue(INVALID_REQUEUE))
+}
+
+async fn write_status(run: &EvaluationRun, ctx: &Context, new_status: &EvaluationRunStatus) -> Result<(), Error> {
+    if run.status.as_ref() == Some(new_status) {
+        return Ok(());
+    }
+    let (namespace, name, _) = identity(run)?;
+    let patch = serde_json::json!({
+        "apiVersion": "lightsout.dev/v1alpha1",
+        "kind": "EvaluationRun",
+        "status": new_status,
+    });
+    Api::<EvaluationRun>::namespaced(ctx.client.clone(), &namespace)
+        .patch_status(&name, &PatchParams::apply(&ctx.settings.field_manager).force(), &Patch::Apply(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Applies the run's NetworkPolicy; `Ok(Err(message))` when the spec names an endpoint trial
+/// pods cannot be confined to.
+async fn apply_network_policy(
+    run: &EvaluationRun,
+    ctx: &Context,
+    namespace: &str,
+) -> Result<Result<(), String>, Error> {
+    let mut settings = ctx.settings.network.clone();
+    // In-cluster Services the configuration does not list are looked up: their pods are the target.
+    let mut urls: Vec<String> = run
+        .spec
+        .matrix
+        .models
+        .iter()
+        .filter_map(|m| run.spec.providers.get(&m.provider))
+        .map(|p| p.base_url.clone())
+        .collect();
+    urls.extend(run.spec.storage.s3.as_ref().and_then(|s3| s3.endpoint.clone()));
+    for url in urls {
+        let Some((service_namespace, service, port)) = network::in_cluster_service(&url) else { continue };
+        let key = format!("{service_namespace}/{service}");
+        if settings.services.contains_key(&key) {
+            continue;
+        }
+        let Some(found) = Api::<Service>::namespaced(ctx.client.clone(), &service_namespace).get_opt(&service).await?
+        else {
+            return Ok(Err(format!("{url}: Service {key} does not exist")));
+        };
+        let spec = found.spec.unwrap_or_default();
+        let Some(selector) = spec.selector.filter(|s| !s.is_empty()) else {
+            return Ok(Err(format!("{url}: Service {key} has no pod selector, so no NetworkPolicy can name its pods")));
+        };
+        let target_port =
+            spec.ports.unwrap_or_default().into_iter().find(|p| p.port == i32::from(port)).and_then(|p| {
+                match p.target_port {
+                    Some(IntOrString::Int(n)) => u16::try_from(n).ok(),
+                    Some(IntOrString::String(_)) => None,
+                    None => Some(port),
+                }
+            });
+        settings.services.insert(key, ServiceBackend { pod_selector: selector, target_port });
+    }
+    let targets = match network::run_egress_targets(run, &settings) {
+        Ok(targets) => targets,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let policy = match network::network_policy(run, &targets) {
+        Ok(policy) => policy,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let name = policy.metadata.name.clone().expect("the policy has a name");
+    let mut body = serde_json::to_value(&policy).expect("a policy serialises");
+    body["apiVersion"] = "networking.k8s.io/v1".into();
+    body["kind"] = "NetworkPolicy".into();
+    Api::<NetworkPolicy>::namespaced(ctx.client.clone(), namespace)
+        .patch(&name, &PatchParams::apply(&ctx.settings.field_manager).force(), &Patch::Apply(&body))
+        .await?;
+    Ok(Ok(()))
+}
+
+/// Stores what the observed Jobs say finished: reads the worker's `result.json` of complete
+/// attempts, and writes an `infra-failed` one for attempts that failed on infrastructure.
+#[allow(clippy::too_many_arguments)]
+async fn record_finished(
+    run: &EvaluationRun,
+    ctx: &Context,
+    prepared: &PreparedRun,
+    state: &mut RunState,
+    observed: &observe::Observed,
+    jobs: &HashMap<(&str, u32), &Job>,
+    key: &RunKey,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    let store = &prepared.store;
+    let stored = state.stored.as_mut().expect("stored");
+    let mut changed = false;
+    for finished in &observed.summaries {
+        let trial = &prepared.plan.trials[finished.trial];
+        if stored.has_result(&trial.id, finished.attempt) {
+            continue;
+        }
+        let variant = &prepared.plan.variants[trial.variant as usize];
+        let result_key = prepared.layout.artifact(&variant.id, &trial.id, finished.attempt, "result.json");
+        let bytes = store.get(&result_key).await.map_err(|e| Error::store(store.uri(&result_key), e))?;
+        let parsed = bytes.map(|b| serde_json::from_slice::<TrialResult>(&b));
+        let result = match parsed {
+            Some(Ok(result)) if result.trial_id == trial.id && result.attempt == finished.attempt => result,
+            other => {
+                // The Job completed but its result is not readable: the attempt is retried, never scored.
+                let why = match other {
+                    None => "is missing".to_string(),
+                    Some(Err(e)) => format!("is not a valid trial result: {e}"),
+                    Some(Ok(_)) => "names another trial or attempt".to_string(),
+                };
+                let message = format!("the Job completed but {} {why}", store.uri(&result_key));
+                let job = jobs.get(&(trial.id.as_str(), finished.attempt)).copied();
+                let record = infra_result(
+                    run,
+                    prepared,
+                    finished.trial,
+                    finished.attempt,
+                    job,
+                    now,
+                    InfraReason::Other,
+                    &message,
+                );
+                put_result(store, prepared, &record).await?;
+                record
+            }
+        };
+        if !result.outcome.is_scored() {
+            ctx.metrics.attempt_infra_failed(key, stored_reason(result.error.as_deref()).as_str());
+        }
+        stored.insert_result(result);
+        changed = true;
+    }
+    for (index, trial_state) in observed.observation.trials().iter().enumerate() {
+        let TrialState::InfraFailed { attempt, at, reason } = *trial_state else { continue };
+        let trial = &prepared.plan.trials[index];
+        if stored.has_result(&trial.id, attempt) {
+            continue;
+        }
+        let job = jobs.get(&(trial.id.as_str(), attempt)).copied();
+        let job_name = job.and_then(|j| j.metadata.name.clone()).unwrap_or_default();
+        let detail = observed
+            .errors
+            .iter()
+            .find(|e| e.job == job_name)
+            .map(|e| e.message.clone())
+            .unwrap_or_else(|| format!("Job {job_name} failed outside the agent"));
+        let record = infra_result(run, prepared, index, attempt, job, at, reason, &detail);
+        put_result(store, prepared, &record).await?;
+        ctx.metrics.attempt_infra_failed(key, reason.as_str());
+        stored.insert_result(record);
+        changed = true;
+    }
+    if changed {
+        state.summary_dirty = true;
+    }
+    Ok(())
+}
+
+async fn put_result(store: &lightsout_s3::Results, prepared: &PreparedRun, result: &TrialResult) -> Result<(), Error> {
+    let key = prepared.layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "result.json");
+    let bytes = serde_json::to_vec_pretty(result).expect("a result serialises");
+    store.put(&key, &bytes).await.map_err(|e| Error::store(store.uri(&key), e))
+}
+
+/// The `result.json` the controller writes for an attempt that failed on infrastructure (or
+/// could not be started): never scored; its usage is unknown (the pod's exchanges were not
+/// stored), so its cost is `None`, not 0.
+#[allow(clippy::too_many_arguments)]
+fn infra_result(
+    run: &EvaluationRun,
+    prepared: &PreparedRun,
+    trial: usize,
+    attempt: u32,
+    job: Option<&Job>,
+    at: DateTime<Utc>,
+    reason: InfraReason,
+    message: &str,
+) -> TrialResult {
+    let planned = &prepared.plan.trials[trial];
+    let variant = &prepared.plan.variants[planned.variant as usize];
+    let task = &prepared.tasks[planned.task as usize].task;
+    let started_at = job
+        .and_then(|j| j.metadata.creation_timestamp.as_ref())
+        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0))
+        .unwrap_or(at)
+        .min(at);
+    TrialResult {
+        schema: RESULT_SCHEMA.to_string(),
+        run: prepared.layout.run.clone(),
+        variant_id: variant.id.clone(),
+        variant: variant.name.clone(),
+        trial_id: planned.id.clone(),
+        task_id: task.id.clone(),
+        repeat: planned.repeat,
+        attempt,
+        outcome: Outcome::InfraFailed,
+        error: Some(format!("{}: {message}", reason.as_str())),
+        harness: variant.harness.clone(),
+        harness_version_reported: None,
+        model: variant.model.name.clone(),
+        provider: variant.model.provider.clone(),
+        reasoning_effort: variant.reasoning_effort,
+        prompt_sha256: sha256_hex(job::prompt_for(&run.spec, variant, task).as_bytes()),
+        started_at,
+        finished_at: at,
+        duration_ms: (at - started_at).num_milliseconds().max(0) as u64,
+        usage: Default::default(),
+        cost_usd: None,
+        model_calls: 0,
+        findings: 0,
+        review_words: 0,
+        scripted_model: false,
+        trajectory: None,
+    }
+}
+
+async fn delete_stuck_jobs(ctx: &Context, namespace: &str, names: &[String]) -> Result<(), Error> {
+    let api = Api::<Job>::namespaced(ctx.client.clone(), namespace);
+    for name in names {
+        match api.delete(name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Gives finished Jobs whose result is stored their TTL, so Kubernetes removes them (with
+/// their pods and ConfigMaps).
+async fn set_finished_ttls(
+    ctx: &Context,
+    namespace: &str,
+    jobs: &[Job],
+    stored: &lightsout_core::stored::StoredRun,
+) -> Result<(), Error> {
+    let api = Api::<Job>::namespaced(ctx.client.clone(), namespace);
+    for job in jobs {
+        let has_ttl = job.spec.as_ref().is_some_and(|s| s.ttl_seconds_after_finished.is_some());
+        if has_ttl || !observe::is_finished(job) {
+            continue;
+        }
+        let Some((trial, attempt)) = observe::identity(job) else { continue };
+        if !stored.has_result(trial, attempt) {
+            continue;
+        }
+        let name = job.metadata.name.as_deref().unwrap_or_default();
+        let patch = job::ttl_patch(ctx.settings.finished_job_ttl_seconds);
+        match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// After a (re)start: the ConfigMap of every active Job whose job file is too large to travel
+/// inline, created again if it is missing.
+async fn recreate_config_maps(
+    run: &EvaluationRun,
+    ctx: &Context,
+    prepared: &PreparedRun,
+    jobs: &[Job],
+) -> Result<(), Error> {
+    let namespace = run.metadata.namespace.as_deref().unwrap_or_default();
+    let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace);
+    for job in jobs {
+        if observe::is_finished(job) {
+            continue;
+        }
+        let Some((trial_id, attempt)) = observe::identity(job) else { continue };
+        let Some(&index) = prepared.trial_index.get(trial_id) else { continue };
+        let Ok(objects) = trial_objects(run, ctx, prepared, index, attempt) else { continue };
+        let Some(config_map) = objects.config_map else { continue };
+        let Ok(config_map) = job::config_map_for_job(config_map, job) else { continue };
+        create_ignoring_existing(&api, &config_map).await?;
+    }
+    Ok(())
+}
+
+fn trial_objects(
+    run: &EvaluationRun,
+    ctx: &Context,
+    prepared: &PreparedRun,
+    trial: usize,
+    attempt: u32,
+) -> Result<job::TrialObjects, job::JobError> {
+    let planned = &prepared.plan.trials[trial];
+    let variant = &prepared.plan.variants[planned.variant as usize];
+    let task = &prepared.tasks[planned.task as usize].task;
+    let prompt = job::prompt_for(&run.spec, variant, task);
+    let input =
+        TrialInput { run, variant, task, trial_id: &planned.id, repeat: planned.repeat, attempt, prompt: &prompt };
+    job::build_trial(&input, &ctx.settings.trial)
+}
+
+/// Creates `object`; one that already exists (a restarted controller repeating a create) is fine.
+async fn create_ignoring_existing<K>(api: &Api<K>, object: &K) -> Result<Option<K>, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(created) => Ok(Some(created)),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Creates the Jobs (and ConfigMaps) of the decision's starts. A trial whose objects cannot be
+/// built (a task without an image, a job file over 1 MiB) cannot run at all: it is stored as
+/// infra-failed at its last attempt, reported in an Event, and never scored.
+async fn start_trials(
+    run: &EvaluationRun,
+    ctx: &Context,
+    prepared: &PreparedRun,
+    state: &mut RunState,
+    decision: &Decision,
+    key: &RunKey,
+    now: DateTime<Utc>,
+) -> Result<usize, Error> {
+    let namespace = run.metadata.namespace.as_deref().unwrap_or_default();
+    let jobs = Api::<Job>::namespaced(ctx.client.clone(), namespace);
+    let config_maps = Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace);
+    let mut started = 0;
+    for start in &decision.start {
+        let objects = match trial_objects(run, ctx, prepared, start.trial, start.attempt) {
+            Ok(objects) => objects,
+            Err(e) => {
+                let last = prepared.max_attempts(&run.spec).max(start.attempt);
+                let record =
+                    infra_result(run, prepared, start.trial, last, None, now, InfraReason::Other, &e.to_string());
+                put_result(&prepared.store, prepared, &record).await?;
+                ctx.event(run, true, "TrialNotStarted", format!("task {}: {e}", record.task_id)).await;
+                ctx.metrics.attempt_infra_failed(key, InfraReason::Other.as_str());
+                state.stored.as_mut().expect("stored").insert_result(record);
+                state.summary_dirty = true;
+                continue;
+            }
+        };
+        let job = match create_ignoring_existing(&jobs, &objects.job).await? {
+            Some(created) => created,
+            // Created by an earlier pass (or replica) that did not see it yet: its ConfigMap too.
+            None => match jobs.get_opt(objects.job.metadata.name.as_deref().unwrap_or_default()).await? {
+                Some(existing) => existing,
+                None => continue,
+            },
+        };
+        if let Some(config_map) = objects.config_map {
+            let config_map = job::config_map_for_job(config_map, &job)
+                .map_err(|e| Error::Store(format!("the created Job has no uid: {e}")))?;
+            create_ignoring_existing(&config_maps, &config_map).await?;
+        }
+        started += 1;
+    }
+    Ok(started)
+}
+
+/// Counts trials that became final since the last pass in the metrics, once each.
+fn count_final_trials(ctx: &Context, prepared: &PreparedRun, state: &mut RunState, key: &RunKey, max_attempts: u32) {
+    let stored = state.stored.as_ref().expect("stored");
+    for trial in &prepared.plan.trials {
+        if state.counted.contains(&trial.id) {
+            continue;
+        }
+        let Some(result) = stored.final_result(&trial.id, max_attempts) else { continue };
+        let variant = &prepared.plan.variants[trial.variant as usize];
+        ctx.metrics.trial_final(key, &variant.name, result.outcome.as_str(), Some(result.duration_ms as f64 / 1000.0));
+        ctx.metrics.usage(
+            key,
+            &variant.name,
+            &result.model,
+            Role::Agent,
+            &result.usage,
+            result.cost_usd,
+            u64::from(result.model_calls),
+        );
+        state.counted.insert(trial.id.clone());
+    }
+}
+
+/// Trials whose final result is a review that still needs its verdicts.
+fn needing_verdicts<'a>(
+    prepared: &'a PreparedRun,
+    state: &'a RunState,
+    max_attempts: u32,
+) -> impl Iterator<Item = (usize, &'a TrialResult)> + 'a {
+    let stored = state.stored.as_ref().expect("stored");
+    let judged = prepared.scorer.is_some();
+    prepared.plan.trials.iter().enumerate().filter_map(move |(index, trial)| {
+        let result = stored.final_result(&trial.id, max_attempts)?;
+        (judged && result.outcome == Outcome::Ok && stored.verdicts(&trial.id, result.attempt).is_none())
+            .then_some((index, result))
+    })
+}
+
+fn awaiting_judges(prepared: &PreparedRun, state: &RunState, max_attempts: u32) -> usize {
+    needing_verdicts(prepared, state, max_attempts).count()
+}
+
+/// Judges up to a batch of finished reviews; `true` when none is left waiting.
+async fn judge_reviews(
+    run: &EvaluationRun,
+    ctx: &Context,
+    prepared: &Arc<PreparedRun>,
+    state: &mut RunState,
+    key: &RunKey,
+) -> bool {
+    if prepared.scorer.is_none() {
+        return true;
+    }
+    let max_attempts = prepared.max_attempts(&run.spec);
+    let batch: Vec<(usize, TrialResult)> = needing_verdicts(prepared, state, max_attempts)
+        .take(ctx.settings.judge_batch.max(1))
+        .map(|(i, r)| (i, r.clone()))
+        .collect();
+    if batch.is_empty() {
+        return true;
+    }
+    // Collected first: a lazy iterator borrowing `prepared` inside the stream trips rustc's
+    // `Send` inference for the reconcile future.
+    let jobs: Vec<_> = batch.into_iter().map(|(index, result)| judge_one(prepared.clone(), index, result)).collect();
+    let outcomes: Vec<(TrialResult, Result<Verdicts, String>)> =
+        stream::iter(jobs).buffer_unordered(ctx.settings.judge_concurrency.max(1)).collect().await;
+
+    let mut failures = Vec::new();
+    for (result, verdicts) in outcomes {
+        match verdicts {
+            Ok(verdicts) => {
+                record_judge_metrics(ctx, key, &result, &verdicts);
+                state.stored.as_mut().expect("stored").insert_verdicts(&result.trial_id, result.attempt, verdicts);
+                state.summary_dirty = true;
+            }
+            Err(e) => failures.push(format!("{} (trial {}): {e}", result.task_id, result.trial_id)),
+        }
+    }
+    if !failures.is_empty() {
+        tracing::warn!(
+            run = key.run,
+            namespace = key.namespace,
+            failures = failures.len(),
+            "judging failed: {}",
+            failures[0]
+        );
+        ctx.event(
+            run,
+            true,
+            "JudgingFailed",
+            format!("{} reviews could not be judged; first: {}", failures.len(), failures[0]),
+        )
+        .await;
+    }
+    awaiting_judges(prepared, state, max_attempts) == 0
+}
+
+/// Judges one stored review and stores its verdicts.
+async fn judge_one(
+    prepared: Arc<PreparedRun>,
+    index: usize,
+    result: TrialResult,
+) -> (TrialResult, Result<Verdicts, String>) {
+    let Some(scorer) = prepared.scorer.as_ref() else { return (result, Err("the run has no judges".into())) };
+    let store = &prepared.store;
+    let task = &prepared.tasks[prepared.plan.trials[index].task as usize];
+    let findings_key = prepared.layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "findings.json");
+    let verdicts_key = prepared.layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "verdicts.json");
+    let verdicts = async {
+        let bytes = store
+            .get(&findings_key)
+            .await
+            .map_err(|e| format!("{}: {e}", store.uri(&findings_key)))?
+            .ok_or_else(|| format!("{} is missing", store.uri(&findings_key)))?;
+        let review: ParsedReview =
+            serde_json::from_slice(&bytes).map_err(|e| format!("{} is not valid: {e}", store.uri(&findings_key)))?;
+        let verdicts = scorer.score(task, &review).await.map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec_pretty(&verdicts).expect("verdicts serialise");
+        store.put(&verdicts_key, &bytes).await.map_err(|e| format!("{}: {e}", store.uri(&verdicts_key)))?;
+        Ok::<_, String>(verdicts)
+    }
+    .await;
+    (result, verdicts)
+}
+
+fn record_judge_metrics(ctx: &Context, key: &RunKey, result: &TrialResult, verdicts: &Verdicts) {
+    let spend = verdicts.spend();
+    let judge_model = match verdicts {
+        Verdicts::CrBugBench(v) => v.judges.join(","),
+        _ => "judge".to_string(),
+    };
+    let cost = (spend.unpriced_calls == 0).then_some(spend.cost_usd);
+    ctx.metrics.usage(key, &result.variant, &judge_model, Role::Judge, &spend.usage, cost, u64::from(spend.calls));
+    match verdicts {
+        Verdicts::CrBugBench(v) => {
+            let mut by_judge: HashMap<&str, (u64, u64)> = HashMap::new();
+            for vote in &v.votes {
+                let entry = by_judge.entry(vote.judge.as_str()).or_default();
+                entry.0 += 1;
+                entry.1 += u64::from(vote.value == VoteValue::Failed);
+            }
+            for (judge, (calls, failures)) in by_judge {
+                ctx.metrics.judge_calls(key, judge, calls, failures);
+            }
+        }
+        _ => ctx.metrics.judge_calls(key, &judge_model, u64::from(spend.calls), 0),
+    }
+}
+
+/// Recomputes `summary.json` when results changed: at once while there is none or when every
+/// trial is final and judged, otherwise at most every `summary_interval`.
+async fn summarise(
+    run: &EvaluationRun,
+    ctx: &Context,
+    prepared: &PreparedRun,
+    state: &mut RunState,
+    decision: &Decision,
+    awaiting_judges: usize,
+) -> Result<(), Error> {
+    if !state.summary_dirty && state.summary.is_some() {
+        return Ok(());
+    }
+    let settled = decision.all_final() && awaiting_judges == 0;
+    let due = state.summary_computed_at.is_none_or(|at| at.elapsed() >= ctx.settings.summary_interval);
+    if state.summary.is_some() && !settled && !due {
+        return Ok(());
+    }
+    let max_attempts = prepared.max_attempts(&run.spec);
+    let stored = state.stored.as_ref().expect("stored");
+    let records = stored.trial_records(&prepared.plan.trials, &prepared.tasks, max_attempts);
+    let spec = &run.spec;
+    let summary = summary::summarise_run(
+        RunIdentity {
+            name: prepared.layout.run.clone(),
+            spec_hash: prepared.trials_hash.clone(),
+            generated_at: ctx.now(),
+        },
+        DatasetSummary {
+            format: spec.dataset.format.as_str().to_string(),
+            source: spec.dataset.source.clone(),
+            tasks: prepared.tasks.len() as u32,
+            skipped_lines: prepared.skipped_lines,
+        },
+        stored.trials.values().flat_map(|t| t.results.values()).any(|r| r.scripted_model),
+        &prepared.scoring,
+        &prepared.plan.variants,
+        &records,
+    );
+    let key = prepared.layout.summary_json();
+    let bytes = serde_json::to_vec_pretty(&summary).expect("a summary serialises");
+    prepared.store.put(&key, &bytes).await.map_err(|e| Error::store(prepared.store.uri(&key), e))?;
+    state.summary = Some(summary);
+    state.summary_dirty = false;
+    state.summary_computed_at = Some(Instant::now());
+    Ok(())
+}
+
+/// Events for the run's milestones, each published once, when its condition turns.
+async fn milestones(
+    run: &EvaluationRun,
+    ctx: &Context,
+    previous: Option<&EvaluationRunStatus>,
+    new: &EvaluationRunStatus,
+    started: usize,
+) {
+    // (reason, warning, note) of each milestone reached in this pass; published after.
+    let mut events: Vec<(&str, bool, String)> = Vec::new();
+    if started > 0 && previous.is_none_or(|p| p.start_time.is_none()) {
+        events.push(("Started", false, format!("started the first {started} trials")));
+    }
+    if let Some(message) = turned_true(previous, new, condition::BUDGET_EXCEEDED) {
+        events.push(("BudgetExceeded", true, message));
+    }
+    if let Some(message) = turned_true(previous, new, condition::COMPLETE) {
+        let headline = new.headline.as_deref().map(|h| format!("; {h}")).unwrap_or_default();
+        events.push(("Complete", false, format!("{message}{headline}")));
+    }
+    for (reason, warning, note) in events {
+        ctx.event(run, warning, reason, note).await;
+    }
+}
+
+/// The condition's message when it is `True` in `new` and was not in `previous`.
+fn turned_true(previous: Option<&EvaluationRunStatus>, new: &EvaluationRunStatus, type_: &str) -> Option<String> {
+    let was = previous.and_then(|p| status::condition(p, type_)).is_some_and(|c| c.status == "True");
+    let now = status::condition(new, type_).filter(|c| c.status == "True")?;
+    (!was).then(|| now.message.clone())
+}
+/// The Controller runs reconciles on a multi-threaded runtime: their futures must be `Send`.
+/// This fails to compile when a change breaks that (see the note in `Panel::judge`).
+#[allow(dead_code)]
+fn reconcile_future_is_send(run: Arc<EvaluationRun>, ctx: Arc<Context>) {
+    fn send<F: std::future::Future + Send + 'static>(_: F) {}
+    send(reconcile(run, ctx));
+}

@@ -1,0 +1,348 @@
+//! The reconciler against a stateful fake API server (kube-fake-client), a real S3 store (moto),
+//! the scripted model server and the worker's own trial code in the "pods".
+
+mod common;
+
+use common::{Cluster, PodEnd, NAMESPACE, RUN};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use lightsout_controller::labels;
+use lightsout_controller::reconcile::FINALIZER;
+use lightsout_core::api::{condition, EvaluationRun, EvaluationRunStatus};
+use lightsout_core::summary::RunSummary;
+use serde_json::json;
+
+fn condition_of(status: &EvaluationRunStatus, type_: &str) -> (String, String, String) {
+    let c = status.conditions.iter().find(|c| c.type_ == type_).unwrap_or_else(|| panic!("no {type_} condition"));
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+fn label<'a>(job: &'a k8s_openapi::api::batch::v1::Job, key: &str) -> &'a str {
+    job.metadata.labels.as_ref().unwrap().get(key).map(String::as_str).unwrap_or("")
+}
+
+/// Reconciles and runs pods until the run is complete (at most `rounds` rounds).
+async fn run_to_completion(cluster: &Cluster, rounds: usize) -> EvaluationRun {
+    for _ in 0..rounds {
+        cluster.reconcile().await;
+        let run = cluster.run().await;
+        if condition_of(run.status.as_ref().unwrap(), condition::COMPLETE).0 == "True" {
+            return run;
+        }
+        cluster.run_active(PodEnd::Worker).await;
+        cluster.expire_finished_jobs().await;
+    }
+    panic!("the run did not complete: {:?}", cluster.run().await.status);
+}
+
+#[tokio::test]
+async fn the_first_reconcile_creates_exactly_parallelism_jobs_with_their_config_maps_and_the_network_policy() {
+    let cluster = Cluster::start().await;
+    cluster.reconcile().await;
+
+    let jobs = cluster.jobs().await;
+    assert_eq!(jobs.len(), 2, "parallelism is 2");
+    for job in &jobs {
+        assert_eq!(label(job, labels::RUN), RUN);
+        assert_eq!(label(job, labels::ATTEMPT), "1");
+        let spec = job.spec.as_ref().unwrap();
+        assert_eq!((spec.backoff_limit, spec.completions), (Some(0), Some(1)));
+        assert_eq!(spec.ttl_seconds_after_finished, None, "no TTL before the result is recorded");
+        let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("EvaluationRun", RUN, Some(true)));
+    }
+    // Small job files travel inline in the Job: no ConfigMap to create or clean up.
+    assert!(cluster.config_maps().await.is_empty());
+    let policies = cluster.network_policies().await;
+    assert_eq!(policies.len(), 1);
+    let egress = serde_json::to_string(&policies[0].spec.as_ref().unwrap().egress).unwrap();
+    assert!(egress.contains("127.0.0.1/32"), "the scripted model and moto are reached by IP: {egress}");
+
+    let run = cluster.run().await;
+    assert!(run.metadata.finalizers.as_ref().unwrap().contains(&FINALIZER.to_string()));
+    let status = run.status.unwrap();
+    assert_eq!(status.observed_generation, Some(1));
+    assert_eq!(condition_of(&status, condition::ACCEPTED).0, "True");
+    assert_eq!(condition_of(&status, condition::PROGRESSING).1, "TrialsRunning");
+    assert_eq!(condition_of(&status, condition::COMPLETE).0, "False");
+    assert_eq!((status.trials.total, status.trials.running, status.trials.pending), (6, 2, 4));
+
+    // Reconciling again changes nothing: no second Job for an attempt.
+    cluster.reconcile().await;
+    assert_eq!(cluster.jobs().await.len(), 2);
+}
+
+#[tokio::test]
+async fn completions_free_slots_and_the_run_completes_with_scored_results_in_status_and_s3() {
+    let cluster = Cluster::start().await;
+    cluster.reconcile().await;
+    let first = cluster.jobs().await;
+    cluster.run_pod(&first[0], PodEnd::Worker).await;
+    cluster.reconcile().await;
+
+    let jobs = cluster.jobs().await;
+    assert_eq!(jobs.len(), 3, "the finished Job freed a slot for one more");
+    assert_eq!(cluster.active_jobs().await.len(), 2);
+    let finished = jobs.iter().find(|j| j.metadata.name == first[0].metadata.name).unwrap();
+    assert_eq!(finished.spec.as_ref().unwrap().ttl_seconds_after_finished, Some(600), "TTL once the result is stored");
+
+    let run = run_to_completion(&cluster, 10).await;
+    let status = run.status.unwrap();
+    assert_eq!(
+        condition_of(&status, condition::COMPLETE),
+        (
+            "True".to_string(),
+            "AllTrialsFinished".to_string(),
+            "6 trials: 6 succeeded, 0 failed, 0 infrastructure failures".to_string()
+        )
+    );
+    assert_eq!(condition_of(&status, condition::PROGRESSING).1, "Complete");
+    assert_eq!((status.trials.succeeded, status.trials.failed, status.trials.infra_failed), (6, 0, 0));
+    assert!(status.spend.judge_usd > 0.0 && status.spend.agent_usd > 0.0, "{:?}", status.spend);
+    assert!(status.headline.as_deref().unwrap().starts_with("recall@3="), "{:?}", status.headline);
+    assert_eq!(status.variants.len(), 2);
+    assert!(status.completion_time.is_some());
+
+    // The summary in S3 is the one the status was computed from, with every verdict in.
+    let keys = cluster.keys();
+    let summary_key = keys.iter().find(|k| k.ends_with("runs/nightly/summary.json")).expect("summary.json");
+    assert_eq!(keys.iter().filter(|k| k.ends_with("/verdicts.json")).count(), 6);
+    let text = cluster
+        .moto
+        .python(&format!("print(s3.get_object(Bucket='results', Key='{summary_key}')['Body'].read().decode())"));
+    let summary: RunSummary = serde_json::from_str(&text).unwrap();
+    assert_eq!(summary.trials.ok, 6);
+    assert!((summary.spend.total_usd - status.spend.total_usd).abs() < 1e-9);
+    let metrics = cluster.metrics.encode();
+    assert!(metrics.contains(r#"lightsout_trials_total{namespace="evals",outcome="ok",run="nightly""#), "{metrics}");
+}
+
+#[tokio::test]
+async fn an_infrastructure_failure_becomes_a_new_attempt_after_its_backoff_and_is_never_scored() {
+    let cluster = Cluster::start().await;
+    cluster.reconcile().await;
+    let first = cluster.jobs().await;
+    cluster.run_pod(&first[0], PodEnd::Evicted).await;
+    cluster.reconcile().await;
+
+    // The failure is stored before anything else happens to the Job.
+    let trial = label(&first[0], labels::TRIAL).to_string();
+    let keys = cluster.keys();
+    let stored =
+        keys.iter().find(|k| k.contains(&trial) && k.ends_with("attempt-1/result.json")).expect("infra result");
+    let text =
+        cluster.moto.python(&format!("print(s3.get_object(Bucket='results', Key='{stored}')['Body'].read().decode())"));
+    let result: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(result["outcome"], "infra-failed");
+    assert!(result["error"].as_str().unwrap().starts_with("Evicted: "), "{result}");
+    assert_eq!(result["cost_usd"], serde_json::Value::Null, "unknown usage is not priced as 0");
+
+    // Within the backoff the slot goes to another trial, not to attempt 2.
+    let attempts: Vec<String> = cluster
+        .jobs()
+        .await
+        .iter()
+        .filter(|j| label(j, labels::TRIAL) == trial)
+        .map(|j| label(j, labels::ATTEMPT).to_string())
+        .collect();
+    assert_eq!(attempts, vec!["1"]);
+    assert_eq!(cluster.active_jobs().await.len(), 2);
+    let infra = cluster.metrics.encode();
+    assert!(
+        infra.contains(
+            r#"lightsout_trial_attempt_infra_failures_total{namespace="evals",reason="Evicted",run="nightly"} 1"#
+        ),
+        "{infra}"
+    );
+
+    // After the backoff, attempt 2 of the same trial starts as soon as a slot frees.
+    cluster.advance(600);
+    cluster.run_active(PodEnd::Worker).await;
+    cluster.reconcile().await;
+    let attempts: Vec<String> = cluster
+        .jobs()
+        .await
+        .iter()
+        .filter(|j| label(j, labels::TRIAL) == trial)
+        .map(|j| label(j, labels::ATTEMPT).to_string())
+        .collect();
+    assert_eq!(attempts, vec!["1", "2"], "attempt 2 is a new Job; attempt 1's stays until its TTL");
+
+    let run = run_to_completion(&cluster, 10).await;
+    let status = run.status.unwrap();
+    assert_eq!(
+        (status.trials.succeeded, status.trials.infra_failed),
+        (6, 0),
+        "the retried trial succeeded; nothing scored twice"
+    );
+}
+
+#[tokio::test]
+async fn an_agent_failure_is_the_trials_result_and_is_not_retried() {
+    let cluster = Cluster::start().await;
+    cluster.reconcile().await;
+    let first = cluster.jobs().await;
+    let summary = cluster.run_pod(&first[0], PodEnd::AgentTimesOut).await.unwrap();
+    assert!(summary.outcome.is_scored() && summary.outcome.as_str() != "ok", "{:?}", summary.outcome);
+    cluster.advance(3600);
+    cluster.reconcile().await;
+    let trial = label(&first[0], labels::TRIAL).to_string();
+    let attempts = cluster.jobs().await.iter().filter(|j| label(j, labels::TRIAL) == trial).count();
+    assert_eq!(attempts, 1, "never retried");
+
+    let run = run_to_completion(&cluster, 10).await;
+    let status = run.status.unwrap();
+    assert_eq!((status.trials.succeeded, status.trials.failed, status.trials.infra_failed), (5, 1, 0));
+}
+
+#[tokio::test]
+async fn the_budget_stops_creation_and_raising_it_resumes() {
+    // A tiny budget: the first trials' spend (or their expected cost) reaches it.
+    let cluster = Cluster::start_with(|run| run.spec.budget.max_usd = Some(0.000_001)).await;
+    cluster.reconcile().await;
+    let started = cluster.jobs().await.len();
+    assert!(started <= 2);
+    cluster.run_active(PodEnd::Worker).await;
+    cluster.reconcile().await;
+    cluster.reconcile().await;
+    assert_eq!(cluster.active_jobs().await.len(), 0, "nothing new starts over budget");
+    let status = cluster.run().await.status.unwrap();
+    assert_eq!(condition_of(&status, condition::BUDGET_EXCEEDED).0, "True");
+    assert_eq!(condition_of(&status, condition::PROGRESSING).1, "BudgetExceeded");
+    assert_eq!(condition_of(&status, condition::COMPLETE).0, "False");
+
+    cluster.patch_spec(json!({"budget": {"maxUSD": 100.0}})).await;
+    cluster.reconcile().await;
+    assert_eq!(cluster.active_jobs().await.len(), 2, "creation resumes with a raised budget");
+    let run = cluster.run().await;
+    let status = run.status.unwrap();
+    assert_eq!(condition_of(&status, condition::BUDGET_EXCEEDED).0, "False");
+    assert_eq!(status.observed_generation, run.metadata.generation, "the status is of the raised budget's generation");
+}
+
+#[tokio::test]
+async fn suspend_stops_new_trials_while_running_ones_finish() {
+    let cluster = Cluster::start().await;
+    cluster.reconcile().await;
+    cluster.patch_spec(json!({"suspend": true})).await;
+    cluster.reconcile().await;
+    assert_eq!(cluster.active_jobs().await.len(), 2, "running trials are not stopped");
+    cluster.run_active(PodEnd::Worker).await;
+    cluster.reconcile().await;
+    assert_eq!(cluster.active_jobs().await.len(), 0, "no new trial while suspended");
+    let status = cluster.run().await.status.unwrap();
+    assert_eq!(condition_of(&status, condition::SUSPENDED).0, "True");
+    assert_eq!(status.trials.succeeded, 2, "the trials that were running finished and count");
+
+    cluster.patch_spec(json!({"suspend": false})).await;
+    cluster.reconcile().await;
+    assert_eq!(cluster.active_jobs().await.len(), 2);
+}
+
+#[tokio::test]
+async fn deletion_removes_jobs_config_maps_and_the_network_policy_and_keeps_the_results() {
+    let cluster = Cluster::start().await;
+    cluster.reconcile().await;
+    cluster.run_pod(&cluster.jobs().await[0], PodEnd::Worker).await;
+    cluster.reconcile().await;
+    assert_eq!(cluster.jobs().await.len(), 3);
+
+    // The API server marks the run deleted and keeps it while the finalizer is on it.
+    let mut run = cluster.run().await;
+    run.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    cluster.reconcile_object(run).await;
+
+    assert!(cluster.jobs().await.is_empty());
+    assert!(cluster.config_maps().await.is_empty());
+    assert!(cluster.network_policies().await.is_empty());
+    let run = cluster.run().await;
+    assert!(!run.metadata.finalizers.unwrap_or_default().contains(&FINALIZER.to_string()), "the finalizer is removed");
+    assert!(cluster.keys().iter().any(|k| k.ends_with("/result.json")), "results stay in S3");
+    assert!(!cluster.metrics.encode().contains(r#"run="nightly""#), "the run's series are gone");
+}
+
+#[tokio::test]
+async fn a_restarted_controller_creates_no_duplicate_and_counts_nothing_twice() {
+    let mut cluster = Cluster::start().await;
+    cluster.reconcile().await;
+    cluster.run_pod(&cluster.jobs().await[0], PodEnd::Worker).await;
+    cluster.reconcile().await;
+    let jobs_before: Vec<_> = cluster.jobs().await.into_iter().map(|j| j.metadata.name).collect();
+    let status_before = cluster.run().await.status.unwrap();
+
+    // The controller is killed: a new one starts with no memory, over the same API and store.
+    cluster.restart_controller();
+    cluster.reconcile().await;
+    let jobs_after: Vec<_> = cluster.jobs().await.into_iter().map(|j| j.metadata.name).collect();
+    assert_eq!(jobs_after, jobs_before, "no Job created twice, none lost");
+    let status_after = cluster.run().await.status.unwrap();
+    assert_eq!(status_after.trials, status_before.trials);
+    assert_eq!(status_after.spend, status_before.spend);
+    assert!(
+        !cluster.metrics.encode().contains(r#"lightsout_trials_total{"#),
+        "results stored before the restart are not counted again"
+    );
+
+    // And it finishes the run with the same totals as an uninterrupted one.
+    let run = run_to_completion(&cluster, 10).await;
+    assert_eq!(run.status.unwrap().trials.succeeded, 6);
+}
+
+#[tokio::test]
+async fn a_controller_killed_between_a_job_and_its_config_map_recreates_the_config_map() {
+    // Small job files travel inline in the Job; a large one needs its ConfigMap.
+    let source = common::large_diff_dataset();
+    let mut cluster = Cluster::start_with(move |run| {
+        run.spec.dataset.source = source;
+        run.spec.dataset.filter = Default::default();
+    })
+    .await;
+    cluster.reconcile().await;
+    assert_eq!(cluster.config_maps().await.len(), 2, "one ConfigMap per Job of the large task");
+    let name = cluster.jobs().await[0].metadata.name.clone().unwrap();
+    let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(cluster.client.clone(), NAMESPACE);
+    api.delete(&name, &Default::default()).await.unwrap();
+
+    cluster.restart_controller();
+    cluster.reconcile().await;
+    let config_map = api.get(&name).await.expect("re-created");
+    assert_eq!(config_map.metadata.owner_references.unwrap()[0].name, name);
+    // And the trial runs from it.
+    let job = cluster.jobs().await.into_iter().find(|j| j.metadata.name.as_deref() == Some(&name)).unwrap();
+    assert!(cluster.run_pod(&job, PodEnd::Worker).await.unwrap().outcome.is_scored());
+}
+
+#[tokio::test]
+async fn an_invalid_spec_gets_a_condition_naming_the_problem_and_no_jobs() {
+    let cluster = Cluster::start_with(|run| {
+        run.spec.providers.get_mut("scripted").unwrap().secret_ref.as_mut().unwrap().name = "missing-key".into()
+    })
+    .await;
+    cluster.reconcile().await;
+    assert!(cluster.jobs().await.is_empty());
+    let status = cluster.run().await.status.unwrap();
+    let (accepted, reason, message) = condition_of(&status, condition::ACCEPTED);
+    assert_eq!((accepted.as_str(), reason.as_str()), ("False", "InvalidSpec"));
+    assert!(message.contains("spec.providers.scripted.secretRef") && message.contains("missing-key"), "{message}");
+    assert_eq!(condition_of(&status, condition::PROGRESSING).1, "InvalidSpec");
+
+    let file_results = Cluster::start_with(|run| run.spec.storage.results = "file://results".into()).await;
+    file_results.reconcile().await;
+    let status = file_results.run().await.status.unwrap();
+    let (_, _, message) = condition_of(&status, condition::ACCEPTED);
+    assert!(message.starts_with("spec.storage.results: file://results"), "{message}");
+    assert!(file_results.jobs().await.is_empty());
+}
+
+#[tokio::test]
+async fn changing_the_trials_of_a_started_run_is_refused() {
+    let cluster = Cluster::start().await;
+    cluster.reconcile().await;
+    cluster.patch_spec(json!({"matrix": {"repeats": 2}})).await;
+    cluster.reconcile().await;
+    let status = cluster.run().await.status.unwrap();
+    let (accepted, _, message) = condition_of(&status, condition::ACCEPTED);
+    assert_eq!(accepted, "False");
+    assert!(message.contains("cannot change once a run has started"), "{message}");
+    assert_eq!(cluster.jobs().await.len(), 2, "nothing new starts");
+    let _ = NAMESPACE;
+}
