@@ -36,12 +36,16 @@ enum Command {
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
     },
-    /// Serve the built-in scripted model server (OpenAI- and Anthropic-compatible) on loopback
-    /// until interrupted: deterministic canned answers for trying harnesses offline.
+    /// Serve the built-in scripted model server (OpenAI- and Anthropic-compatible) until
+    /// interrupted (Ctrl-C or SIGTERM): deterministic canned answers for trying harnesses offline.
     ScriptedServer {
         /// Only this API key is accepted; any non-empty key when absent.
         #[arg(long)]
         api_key: Option<String>,
+        /// The address to listen on, e.g. 0.0.0.0:8080 to serve other hosts or pods; port 0 picks
+        /// a free port.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
     },
     /// The agent sandbox's entry point (used by `lightsout run` itself; not for direct use).
     #[command(name = "__sandbox", hide = true)]
@@ -66,7 +70,7 @@ fn main() -> ExitCode {
         Command::Run { file, results, pricing } => run::run(&file, results, pricing.as_deref()),
         Command::Validate { file } => run::validate(&file),
         Command::Crdgen { out, check } => crdgen::crdgen(out.as_deref(), check),
-        Command::ScriptedServer { api_key } => run::scripted_server(api_key),
+        Command::ScriptedServer { api_key, listen } => run::scripted_server(api_key, listen),
         Command::Sandbox { args } => match lightsout_worker::sandbox::SandboxArgs::parse(&args) {
             Ok(args) => std::process::exit(lightsout_worker::sandbox::run(&args)),
             Err(e) => Err(anyhow::anyhow!("sandbox: {e}")),

@@ -102,16 +102,35 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
     Ok(())
 }
 
-pub fn scripted_server(api_key: Option<String>) -> anyhow::Result<()> {
+pub fn scripted_server(api_key: Option<String>, listen: std::net::SocketAddr) -> anyhow::Result<()> {
     use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let server = ScriptedServer::start(ScriptedConfig { expected_api_key: api_key, ..Default::default() }).await?;
+        let config = ScriptedConfig { expected_api_key: api_key, ..Default::default() };
+        let server =
+            ScriptedServer::start_on(listen, config).await.with_context(|| format!("listening on {listen}"))?;
         println!("scripted model server (canned answers, not a real model) at {}", server.base_url());
-        tokio::signal::ctrl_c().await?;
+        shutdown_signal().await?;
         server.shutdown().await;
         anyhow::Ok(())
     })
+}
+
+/// Waits for Ctrl-C (SIGINT) or, on Unix, SIGTERM (what a container runtime sends PID 1).
+async fn shutdown_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut terminate = signal(SignalKind::terminate())?;
+        tokio::select! {
+            result = tokio::signal::ctrl_c() => result,
+            _ = terminate.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
 }
 
 /// Agents run in this binary's sandbox (network and mount namespaces), which needs root on Linux.

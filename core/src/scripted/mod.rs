@@ -1,4 +1,4 @@
-//! A deterministic, scripted model server on loopback that speaks OpenAI Chat Completions,
+//! A deterministic, scripted model server (on loopback unless told otherwise) that speaks OpenAI Chat Completions,
 //! OpenAI Responses and Anthropic Messages, so Lightsout runs offline with no API key and tests
 //! drive the real agent and judge code paths.
 //!
@@ -133,8 +133,15 @@ impl ScriptedServer {
     /// Binds 127.0.0.1 on an ephemeral port and serves in the background on the current tokio
     /// runtime. Fails with `InvalidData` if the embedded fixtures do not parse.
     pub async fn start(config: ScriptedConfig) -> std::io::Result<ScriptedServer> {
+        ScriptedServer::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), config).await
+    }
+
+    /// Like [`ScriptedServer::start`], but binds `addr` (port 0: an ephemeral port), e.g.
+    /// `0.0.0.0:8080` to serve other pods from a container. Fails with `InvalidData` if the
+    /// embedded fixtures do not parse, or with the bind error.
+    pub async fn start_on(addr: SocketAddr, config: ScriptedConfig) -> std::io::Result<ScriptedServer> {
         fixtures::load().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(server::Shared::new(config));
         let (shutdown, stopped) = oneshot::channel::<()>();
@@ -151,7 +158,8 @@ impl ScriptedServer {
         Ok(ScriptedServer { addr, shared, shutdown: Some(shutdown), task: Some(task) })
     }
 
-    /// The OpenAI/Anthropic base URL, e.g. `http://127.0.0.1:PORT/v1`.
+    /// The OpenAI/Anthropic base URL, e.g. `http://127.0.0.1:PORT/v1` (the bound address: for an
+    /// unspecified one such as `0.0.0.0`, clients elsewhere use a name or IP of this host).
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
     }

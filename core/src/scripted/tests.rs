@@ -699,3 +699,20 @@ async fn copilot_cli_is_driven_through_bash_and_ends_with_an_answer() {
     assert_eq!(response["output"][1]["name"], "bash", "{response}");
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn start_on_binds_the_given_address_and_reports_a_bind_error() {
+    // A free port, released before the server binds it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let server = ScriptedServer::start_on(addr, ScriptedConfig::default()).await.expect("server starts");
+    assert_eq!(server.addr(), addr);
+    assert_eq!(server.base_url(), format!("http://127.0.0.1:{port}/v1"));
+    let body = post_json(&server, "/chat/completions", &chat_body(REVIEWER_SYSTEM, &agent_prompt())).await;
+    assert!(!chat_text(&body).is_empty());
+
+    // The port is taken now: a second server on it fails to start.
+    let error = ScriptedServer::start_on(addr, ScriptedConfig::default()).await.err().expect("port in use");
+    assert_eq!(error.kind(), std::io::ErrorKind::AddrInUse);
+    server.shutdown().await;
+}
