@@ -80,6 +80,29 @@ impl ControllerSettings {
     }
 }
 
+/// Drops what the reconciler never reads from a watched Job or pod before it is cached: managed
+/// fields and the inline job file (the largest part of a trial's Job and pod). Keeps the
+/// controller's memory proportional to the trials in flight, not to their prompts.
+pub fn trim_for_cache(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(crate::job::JOB_ANNOTATION);
+    }
+}
+
+/// Trims a watched Job for the cache (its pod template carries the job file too).
+pub fn trim_job(job: &mut Job) {
+    trim_for_cache(&mut job.metadata);
+    if let Some(template) = job.spec.as_mut().and_then(|s| s.template.metadata.as_mut()) {
+        trim_for_cache(template);
+    }
+}
+
+/// Trims a watched pod for the cache.
+pub fn trim_pod(pod: &mut Pod) {
+    trim_for_cache(&mut pod.metadata);
+}
+
 /// How the reconciler sees the run's Jobs and pods.
 #[derive(Clone)]
 pub enum ClusterView {

@@ -15,7 +15,7 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
-use lightsout_controller::context::{ClusterView, Context, ControllerSettings};
+use lightsout_controller::context::{self, ClusterView, Context, ControllerSettings};
 use lightsout_controller::http::{self, Health};
 use lightsout_controller::job::TrialSettings;
 use lightsout_controller::leader::{LeaderLease, LeaseSettings};
@@ -230,11 +230,13 @@ async fn run_controller(
     let (job_store, job_writer) = reflector::store();
     let job_stream = watcher(jobs, watcher::Config::default().labels(&managed))
         .default_backoff()
+        .modify(context::trim_job)
         .reflect(job_writer)
         .touched_objects();
     let (pod_store, pod_writer) = reflector::store();
     let pod_stream = watcher(pods, watcher::Config::default().labels(&managed))
         .default_backoff()
+        .modify(context::trim_pod)
         .reflect(pod_writer)
         .touched_objects();
 

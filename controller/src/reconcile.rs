@@ -45,6 +45,7 @@ use lightsout_core::hash::sha256_hex;
 use lightsout_core::judge::VoteValue;
 use lightsout_core::results::ResultStore;
 use lightsout_core::scoring::Verdicts;
+use lightsout_core::stored::compact_result;
 use lightsout_core::summary::{self, DatasetSummary, RunIdentity};
 use lightsout_core::trial::{Outcome, TrialResult, RESULT_SCHEMA};
 
@@ -63,6 +64,8 @@ use crate::status::{self, compute_status};
 /// The finalizer that lets the controller clean up what a run created.
 pub const FINALIZER: &str = "lightsout.dev/cleanup";
 
+/// Results read from the store at once.
+const READ_CONCURRENCY: usize = 32;
 /// How soon to come back while reviews wait for the judges.
 const JUDGING_REQUEUE: Duration = Duration::from_secs(2);
 /// How soon to come back to a run whose spec is refused (a missing Secret may appear).
@@ -125,6 +128,8 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
                         .filter(|t| stored.final_result(&t.id, max_attempts).is_some())
                         .map(|t| t.id.clone())
                         .collect();
+                    let mut stored = stored;
+                    stored.compact();
                     state.stored = Some(stored);
                     state.summary_dirty = true;
                 }
@@ -416,14 +421,25 @@ async fn record_finished(
     let store = &prepared.store;
     let stored = state.stored.as_mut().expect("stored");
     let mut changed = false;
-    for finished in &observed.summaries {
+    // The workers' results of newly complete attempts, read several at a time (one S3 round trip
+    // each; a pass may see hundreds finish).
+    let wanted: Vec<(usize, String)> = observed
+        .summaries
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !stored.has_result(&prepared.plan.trials[f.trial].id, f.attempt))
+        .map(|(i, f)| {
+            let trial = &prepared.plan.trials[f.trial];
+            let variant = &prepared.plan.variants[trial.variant as usize];
+            (i, prepared.layout.artifact(&variant.id, &trial.id, f.attempt, "result.json"))
+        })
+        .collect();
+    let mut fetched = read_all(store, wanted).await;
+    fetched.sort_by_key(|(i, _, _)| *i);
+    for (i, result_key, bytes) in fetched {
+        let finished = &observed.summaries[i];
         let trial = &prepared.plan.trials[finished.trial];
-        if stored.has_result(&trial.id, finished.attempt) {
-            continue;
-        }
-        let variant = &prepared.plan.variants[trial.variant as usize];
-        let result_key = prepared.layout.artifact(&variant.id, &trial.id, finished.attempt, "result.json");
-        let bytes = store.get(&result_key).await.map_err(|e| Error::store(store.uri(&result_key), e))?;
+        let bytes = bytes.map_err(|e| Error::store(store.uri(&result_key), e))?;
         let parsed = bytes.map(|b| serde_json::from_slice::<TrialResult>(&b));
         let result = match parsed {
             Some(Ok(result)) if result.trial_id == trial.id && result.attempt == finished.attempt => result,
@@ -453,6 +469,8 @@ async fn record_finished(
         if !result.outcome.is_scored() {
             ctx.metrics.attempt_infra_failed(key, stored_reason(result.error.as_deref()).as_str());
         }
+        let mut result = result;
+        compact_result(&mut result);
         stored.insert_result(result);
         changed = true;
     }
@@ -473,6 +491,8 @@ async fn record_finished(
         let record = infra_result(run, prepared, index, attempt, job, at, reason, &detail);
         put_result(store, prepared, &record).await?;
         ctx.metrics.attempt_infra_failed(key, reason.as_str());
+        let mut record = record;
+        compact_result(&mut record);
         stored.insert_result(record);
         changed = true;
     }
@@ -480,6 +500,35 @@ async fn record_finished(
         state.summary_dirty = true;
     }
     Ok(())
+}
+
+/// Reads `keys` (tagged with an index) from the store, [`READ_CONCURRENCY`] at a time.
+async fn read_all(
+    store: &lightsout_s3::Results,
+    keys: Vec<(usize, String)>,
+) -> Vec<(usize, String, std::io::Result<Option<Vec<u8>>>)> {
+    let mut keys = keys.into_iter();
+    let mut reading = futures::stream::FuturesUnordered::new();
+    let mut done = Vec::new();
+    loop {
+        while reading.len() < READ_CONCURRENCY {
+            let Some((index, key)) = keys.next() else { break };
+            reading.push(read_one(store, index, key));
+        }
+        match reading.next().await {
+            Some(read) => done.push(read),
+            None => return done,
+        }
+    }
+}
+
+async fn read_one(
+    store: &lightsout_s3::Results,
+    index: usize,
+    key: String,
+) -> (usize, String, std::io::Result<Option<Vec<u8>>>) {
+    let bytes = store.get(&key).await;
+    (index, key, bytes)
 }
 
 async fn put_result(store: &lightsout_s3::Results, prepared: &PreparedRun, result: &TrialResult) -> Result<(), Error> {
@@ -659,6 +708,8 @@ async fn start_trials(
                 put_result(&prepared.store, prepared, &record).await?;
                 ctx.event(run, true, "TrialNotStarted", format!("task {}: {e}", record.task_id)).await;
                 ctx.metrics.attempt_infra_failed(key, InfraReason::Other.as_str());
+                let mut record = record;
+                compact_result(&mut record);
                 state.stored.as_mut().expect("stored").insert_result(record);
                 state.summary_dirty = true;
                 continue;

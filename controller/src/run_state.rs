@@ -132,7 +132,7 @@ pub async fn prepare(run: &EvaluationRun, ctx: &Context) -> Result<(PreparedRun,
         let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
         return Err(invalid(list.join("; ")));
     }
-    if !spec.storage.results.starts_with("s3://") {
+    if !spec.storage.results.starts_with("s3://") && !ctx.settings.trial.allow_local_results {
         return Err(invalid(format!(
             "spec.storage.results: {} — in a cluster, results must go to S3 (s3://): a file:// store inside a pod vanishes with it",
             spec.storage.results

@@ -237,8 +237,8 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 track: None,
                 difficulty: None,
                 truth_items: run.human_comments[task],
-                result: Some(result),
-                verdicts: Some(Verdicts::CrBugBench(verdicts)),
+                result: Some(std::sync::Arc::new(result)),
+                verdicts: Some(std::sync::Arc::new(Verdicts::CrBugBench(verdicts))),
             });
         }
     }

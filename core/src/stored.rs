@@ -3,6 +3,7 @@
 //! function of what is stored, never of a process's memory.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -26,8 +27,9 @@ pub struct StoredRun {
 #[derive(Debug, Default)]
 pub struct StoredTrial {
     /// Finished attempts by number.
-    pub results: BTreeMap<u32, TrialResult>,
-    pub verdicts: BTreeMap<u32, Verdicts>,
+    /// Shared with the summary's records, so a 100,000-trial run holds each result once.
+    pub results: BTreeMap<u32, Arc<TrialResult>>,
+    pub verdicts: BTreeMap<u32, Arc<Verdicts>>,
 }
 
 impl StoredRun {
@@ -35,6 +37,7 @@ impl StoredRun {
     /// infrastructure failure with attempts left.
     pub fn final_result(&self, trial: &str, max_attempts: u32) -> Option<&TrialResult> {
         let (number, last) = self.trials.get(trial)?.results.last_key_value()?;
+        let last = last.as_ref();
         (last.outcome != Outcome::InfraFailed || *number >= max_attempts).then_some(last)
     }
 
@@ -52,7 +55,7 @@ impl StoredRun {
     }
 
     pub fn verdicts(&self, trial: &str, attempt: u32) -> Option<&Verdicts> {
-        self.trials.get(trial)?.verdicts.get(&attempt)
+        self.trials.get(trial)?.verdicts.get(&attempt).map(Arc::as_ref)
     }
 
     /// An attempt that never wrote `result.json` was interrupted; its number is reused.
@@ -85,15 +88,34 @@ impl StoredRun {
             .sum()
     }
 
+    /// [`StoredRun::final_result`], shared.
+    fn final_result_shared(&self, trial: &str, max_attempts: u32) -> Option<Arc<TrialResult>> {
+        let (number, last) = self.trials.get(trial)?.results.last_key_value()?;
+        (last.outcome != Outcome::InfraFailed || *number >= max_attempts).then(|| last.clone())
+    }
+
+    /// Drops from every held result what scheduling and the summary never read (the schema and
+    /// run names, the prompt hash, the reported harness version, the trajectory summary, and the
+    /// text of errors after their leading reason), so a controller holding a 100,000-trial run
+    /// keeps about half the memory. The stored files are untouched; anything that needs a
+    /// whole result reads it from the store.
+    pub fn compact(&mut self) {
+        for trial in self.trials.values_mut() {
+            for result in trial.results.values_mut() {
+                compact_result(Arc::make_mut(result));
+            }
+        }
+    }
+
     /// Records an attempt's result (one just stored, or read back).
     pub fn insert_result(&mut self, result: TrialResult) {
         let trial = self.trials.entry(result.trial_id.clone()).or_default();
-        trial.results.insert(result.attempt, result);
+        trial.results.insert(result.attempt, Arc::new(result));
     }
 
     /// Records an attempt's verdicts.
     pub fn insert_verdicts(&mut self, trial: &str, attempt: u32, verdicts: Verdicts) {
-        self.trials.entry(trial.to_string()).or_default().verdicts.insert(attempt, verdicts);
+        self.trials.entry(trial.to_string()).or_default().verdicts.insert(attempt, Arc::new(verdicts));
     }
 
     /// Whether the store holds a result for this attempt.
@@ -106,8 +128,8 @@ impl StoredRun {
         trials
             .iter()
             .map(|t| {
-                let result = self.final_result(&t.id, max_attempts).cloned();
-                let verdicts = result.as_ref().and_then(|r| self.verdicts(&t.id, r.attempt)).cloned();
+                let result = self.final_result_shared(&t.id, max_attempts);
+                let verdicts = result.as_ref().and_then(|r| self.trials.get(&t.id)?.verdicts.get(&r.attempt).cloned());
                 let loaded = &tasks[t.task as usize];
                 TrialRecord {
                     variant: t.variant,
@@ -160,11 +182,11 @@ impl StoredRun {
             if is_result {
                 let result: TrialResult = serde_json::from_slice(&bytes)
                     .with_context(|| format!("{} is not a valid trial result", store.uri(&key)))?;
-                entry.results.insert(number, result);
+                entry.results.insert(number, Arc::new(result));
             } else {
                 let verdicts: Verdicts = serde_json::from_slice(&bytes)
                     .with_context(|| format!("{} is not a valid verdicts file", store.uri(&key)))?;
-                entry.verdicts.insert(number, verdicts);
+                entry.verdicts.insert(number, Arc::new(verdicts));
             }
         }
         Ok(state)
@@ -180,4 +202,56 @@ async fn read_stored<S: ResultStore>(
 ) -> anyhow::Result<StoredFile> {
     let bytes = store.get(&key).await?.with_context(|| format!("{key} vanished"))?;
     Ok((trial, number, is_result, key, bytes))
+}
+
+/// See [`StoredRun::compact`].
+pub fn compact_result(result: &mut TrialResult) {
+    result.schema = String::new();
+    result.run = String::new();
+    result.prompt_sha256 = String::new();
+    result.harness_version_reported = None;
+    result.trajectory = None;
+    if let Some(error) = result.error.as_mut() {
+        // Keep the reason an infrastructure failure starts with (`Evicted: …` → `Evicted:`).
+        let keep = error.find(':').map_or(0, |i| i + 1).min(error.len());
+        error.truncate(keep);
+        error.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compacting_keeps_what_scheduling_and_the_summary_read() {
+        let json = serde_json::json!({
+            "schema": "lightsout.dev/trial-result/v1", "run": "r", "variant_id": "v1", "variant": "m/low",
+            "trial_id": "t1", "task_id": "task", "repeat": 0, "attempt": 2, "outcome": "infra-failed",
+            "error": "Evicted: The node was low on resource: memory.",
+            "harness": {"name": "single-shot", "version": "1.0.0"}, "harness_version_reported": "1.0.0",
+            "model": "m", "provider": "p", "prompt_sha256": "ab".repeat(32),
+            "started_at": "2026-12-01T08:00:00Z", "finished_at": "2026-12-01T08:10:00Z", "duration_ms": 600000,
+            "usage": {"input_tokens": 10, "output_tokens": 2, "cached_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0},
+            "cost_usd": 0.5, "model_calls": 3, "findings": 4, "review_words": 50,
+        });
+        let full: TrialResult = serde_json::from_value(json).unwrap();
+        let mut compact = full.clone();
+        compact_result(&mut compact);
+        assert_eq!(compact.error.as_deref(), Some("Evicted:"));
+        assert!(compact.schema.is_empty() && compact.run.is_empty() && compact.prompt_sha256.is_empty());
+        let kept = |r: &TrialResult| {
+            (r.variant_id.clone(), r.variant.clone(), r.trial_id.clone(), r.task_id.clone(), r.attempt, r.outcome)
+        };
+        assert_eq!(kept(&compact), kept(&full));
+        assert_eq!(
+            (compact.usage, compact.cost_usd, compact.duration_ms),
+            (full.usage, full.cost_usd, full.duration_ms)
+        );
+        assert_eq!(
+            (compact.findings, compact.review_words, compact.model_calls),
+            (full.findings, full.review_words, full.model_calls)
+        );
+        assert_eq!((compact.model, compact.finished_at), (full.model, full.finished_at));
+    }
 }

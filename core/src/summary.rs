@@ -20,6 +20,7 @@
 //!   on hit@k and a paired bootstrap of the recall difference.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -196,9 +197,9 @@ pub struct TrialRecord {
     pub difficulty: Option<String>,
     /// Ground-truth items of the task (SWE-PRBench: human comments, the PR's weight).
     pub truth_items: u32,
-    /// The final attempt's result, if the trial has finished.
-    pub result: Option<TrialResult>,
-    pub verdicts: Option<Verdicts>,
+    /// The final attempt's result, if the trial has finished (shared with the stored run's).
+    pub result: Option<Arc<TrialResult>>,
+    pub verdicts: Option<Arc<Verdicts>>,
 }
 
 /// How a run is scored, from its spec.
@@ -345,7 +346,7 @@ fn summarise_variant(
         let (hits, pr) = match (result.outcome, &record.verdicts) {
             (Outcome::Ok, Some(verdicts)) => {
                 let hits = ks.iter().map(|k| verdicts.hit_at(*k)).collect();
-                match verdicts {
+                match verdicts.as_ref() {
                     Verdicts::CrBugBench(panel) => {
                         panels.push(panel);
                         (hits, None)
