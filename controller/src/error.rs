@@ -30,3 +30,13 @@ impl Error {
         Error::Store(format!("{context}: {error}"))
     }
 }
+
+/// The result of a delete or patch of something that may already be gone: `404 Not Found` is
+/// success (another pass, replica or the garbage collector got there first).
+pub fn gone_is_ok<T>(result: Result<T, kube::Error>) -> Result<(), Error> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -13,7 +13,7 @@ use kube::runtime::controller::Action;
 use lightsout_core::api::EvaluationRun;
 
 use crate::context::Context;
-use crate::error::Error;
+use crate::error::{gone_is_ok, Error};
 use crate::labels;
 use crate::metrics::RunKey;
 use crate::network::network_policy_name;
@@ -52,11 +52,7 @@ pub async fn cleanup(run: &EvaluationRun, ctx: &Context) -> Result<Action, Error
     ]))
     .expect("a valid JSON patch");
     let runs = Api::<EvaluationRun>::namespaced(ctx.client.clone(), &namespace);
-    match runs.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch)).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => return Err(e.into()),
-    }
+    gone_is_ok(runs.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch)).await)?;
     tracing::info!(
         namespace,
         run = name,
@@ -69,9 +65,5 @@ async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str) -> Result<(), Erro
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    gone_is_ok(api.delete(name, &DeleteParams::background()).await)
 }

@@ -51,7 +51,7 @@ use lightsout_core::trial::{Outcome, TrialResult, RESULT_SCHEMA};
 
 use crate::budget::{self, Budget};
 use crate::context::Context;
-use crate::error::Error;
+use crate::error::{gone_is_ok, Error};
 use crate::job::{self, TrialInput};
 use crate::metrics::{Role, RunKey};
 use crate::network::{self, ServiceBackend};
@@ -592,11 +592,7 @@ fn infra_result(
 async fn delete_stuck_jobs(ctx: &Context, namespace: &str, names: &[String]) -> Result<(), Error> {
     let api = Api::<Job>::namespaced(ctx.client.clone(), namespace);
     for name in names {
-        match api.delete(name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        gone_is_ok(api.delete(name, &DeleteParams::background()).await)?;
     }
     Ok(())
 }
@@ -621,11 +617,7 @@ async fn set_finished_ttls(
         }
         let name = job.metadata.name.as_deref().unwrap_or_default();
         let patch = job::ttl_patch(ctx.settings.finished_job_ttl_seconds);
-        match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        gone_is_ok(api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await)?;
     }
     Ok(())
 }
