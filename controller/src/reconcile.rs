@@ -126,7 +126,7 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
                         .trials
                         .iter()
                         .filter(|t| stored.final_result(&t.id, max_attempts).is_some())
-                        .map(|t| t.id.clone())
+                        .map(|t| run_state::counted_key(&t.id))
                         .collect();
                     let mut stored = stored;
                     stored.compact();
@@ -729,7 +729,8 @@ async fn start_trials(
 fn count_final_trials(ctx: &Context, prepared: &PreparedRun, state: &mut RunState, key: &RunKey, max_attempts: u32) {
     let stored = state.stored.as_ref().expect("stored");
     for trial in &prepared.plan.trials {
-        if state.counted.contains(&trial.id) {
+        let counted = run_state::counted_key(&trial.id);
+        if state.counted.contains(&counted) {
             continue;
         }
         let Some(result) = stored.final_result(&trial.id, max_attempts) else { continue };
@@ -738,13 +739,13 @@ fn count_final_trials(ctx: &Context, prepared: &PreparedRun, state: &mut RunStat
         ctx.metrics.usage(
             key,
             &variant.name,
-            &result.model,
+            &variant.model.name,
             Role::Agent,
             &result.usage,
             result.cost_usd,
             u64::from(result.model_calls),
         );
-        state.counted.insert(trial.id.clone());
+        state.counted.insert(counted);
     }
 }
 

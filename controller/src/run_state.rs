@@ -69,8 +69,9 @@ pub struct RunState {
     pub prepared: Option<Arc<PreparedRun>>,
     /// The results store's content as last read, updated as the controller writes.
     pub stored: Option<StoredRun>,
-    /// Trials whose final result has been counted in the metrics by this process.
-    pub counted: HashSet<String>,
+    /// Trials (by [`counted_key`] of their id) whose final result has been counted in the
+    /// metrics by this process: 8 bytes a trial rather than a copy of its id.
+    pub counted: HashSet<u64>,
     pub summary: Option<RunSummary>,
     /// Results or verdicts changed since `summary` was computed.
     pub summary_dirty: bool,
@@ -80,6 +81,14 @@ pub struct RunState {
     /// After a (re)start, the ConfigMaps of already active Jobs are re-created once (a crash
     /// between creating a Job and its ConfigMap would leave its pod waiting for it).
     pub config_maps_checked: bool,
+}
+
+/// The key of a trial id in [`RunState::counted`].
+pub fn counted_key(trial_id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    trial_id.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Why a run could not be prepared.

@@ -94,10 +94,10 @@ impl StoredRun {
         (last.outcome != Outcome::InfraFailed || *number >= max_attempts).then(|| last.clone())
     }
 
-    /// Drops from every held result what scheduling and the summary never read (the schema and
-    /// run names, the prompt hash, the reported harness version, the trajectory summary, and the
-    /// text of errors after their leading reason), so a controller holding a 100,000-trial run
-    /// keeps about half the memory. The stored files are untouched; anything that needs a
+    /// Drops from every held result what scheduling and the summary never read (the schema, run,
+    /// model and provider names, the prompt hash, the harness versions, the trajectory summary,
+    /// and the text of errors after their leading reason): a controller holds every result of a
+    /// 100,000-trial run. The variant, trial and task ids and every figure the summary reads stay. The stored files are untouched; anything that needs a
     /// whole result reads it from the store.
     pub fn compact(&mut self) {
         for trial in self.trials.values_mut() {
@@ -208,6 +208,9 @@ async fn read_stored<S: ResultStore>(
 pub fn compact_result(result: &mut TrialResult) {
     result.schema = String::new();
     result.run = String::new();
+    result.model = String::new();
+    result.provider = String::new();
+    result.harness.version = String::new();
     result.prompt_sha256 = String::new();
     result.harness_version_reported = None;
     result.trajectory = None;
@@ -252,6 +255,6 @@ mod tests {
             (compact.findings, compact.review_words, compact.model_calls),
             (full.findings, full.review_words, full.model_calls)
         );
-        assert_eq!((compact.model, compact.finished_at), (full.model, full.finished_at));
+        assert_eq!(compact.finished_at, full.finished_at);
     }
 }
