@@ -57,6 +57,11 @@ pub(crate) fn json_events(text: &str, warnings: &mut Vec<String>) -> Vec<JsonEve
     events
 }
 
+/// How the proxy marks a stream that ended early (`worker/src/proxy`).
+const PROXY_STREAM_END_NOTE: &str = "[lightsout proxy: stream ended early: ";
+/// The cause the proxy gives when the agent closed the connection.
+const AGENT_HUNG_UP: &str = "the agent closed the connection";
+
 /// `(event name, data)` of each event in the stream.
 fn raw_events(text: &str, warnings: &mut Vec<String>) -> Vec<(Option<String>, String)> {
     let mut events = Vec::new();
@@ -72,6 +77,15 @@ fn raw_events(text: &str, warnings: &mut Vec<String>) -> Vec<(Option<String>, St
             continue;
         }
         if line.starts_with(':') {
+            continue;
+        }
+        // The metering proxy's note that the stream ended before the provider finished it. An
+        // agent that hangs up (many close right after the final event) saw everything recorded;
+        // any other cause (the provider's stream failed) means the answer is cut short.
+        if let Some(cause) = line.strip_prefix(PROXY_STREAM_END_NOTE) {
+            if !cause.starts_with(AGENT_HUNG_UP) {
+                warnings.push(format!("the stream ended early: {}", snippet(cause.trim_end_matches(']'))));
+            }
             continue;
         }
         let (field, value) = match line.split_once(':') {
@@ -111,6 +125,17 @@ pub(crate) fn snippet(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_proxys_end_note_is_no_malformed_line_and_warns_only_when_the_provider_cut_the_stream() {
+        let stream = "data: {\"a\":1}\n\n[lightsout proxy: stream ended early: the agent closed the connection]\n";
+        let mut warnings = Vec::new();
+        assert_eq!(raw_events(stream, &mut warnings).len(), 1);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let cut = "data: {\"a\":1}\n\n[lightsout proxy: stream ended early: upstream read error: reset]\n";
+        raw_events(cut, &mut warnings);
+        assert_eq!(warnings, vec!["the stream ended early: upstream read error: reset".to_string()]);
+    }
+
     use super::*;
 
     #[test]
