@@ -9,19 +9,15 @@ mod common;
 use std::path::Path;
 
 use lightsout_core::compress::{decompress, TRAJECTORY_ARTIFACT};
-use lightsout_core::scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
+use lightsout_core::scripted::Role;
 use serde_json::Value;
 
 const CLAUDE_CODE: &str = "2.1.332";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_reviews_through_the_proxy_in_the_sandbox() {
-    let server =
-        ScriptedServer::start(ScriptedConfig { expected_api_key: Some("real-key".into()), faults: Faults::default() })
-            .await
-            .unwrap();
-    let dataset =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl").canonicalize().unwrap();
+    let server = common::keyed_scripted_server().await;
+    let dataset = common::sample_dataset();
     let yaml = format!(
         r#"
 apiVersion: lightsout.dev/v1alpha1

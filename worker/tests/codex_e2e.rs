@@ -6,21 +6,15 @@
 
 mod common;
 
-use std::path::Path;
-
-use lightsout_core::scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
+use lightsout_core::scripted::Role;
 use serde_json::Value;
 
 const CODEX: &str = "0.171.0";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_reviews_through_the_proxy_in_the_sandbox() {
-    let server =
-        ScriptedServer::start(ScriptedConfig { expected_api_key: Some("real-key".into()), faults: Faults::default() })
-            .await
-            .unwrap();
-    let dataset =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl").canonicalize().unwrap();
+    let server = common::keyed_scripted_server().await;
+    let dataset = common::sample_dataset();
     let yaml = format!(
         r#"
 apiVersion: lightsout.dev/v1alpha1
@@ -99,12 +93,8 @@ mod moto;
 async fn codex_trial_artifacts_land_in_s3() {
     let s3 = moto::Moto::start();
     s3.python("s3.create_bucket(Bucket='results')");
-    let server =
-        ScriptedServer::start(ScriptedConfig { expected_api_key: Some("real-key".into()), faults: Faults::default() })
-            .await
-            .unwrap();
-    let dataset =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl").canonicalize().unwrap();
+    let server = common::keyed_scripted_server().await;
+    let dataset = common::sample_dataset();
     let yaml = format!(
         r#"
 apiVersion: lightsout.dev/v1alpha1

@@ -7,9 +7,22 @@ use std::time::Duration;
 
 use lightsout_core::model::RetryPolicy;
 use lightsout_core::pricing::PricingTable;
+use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_core::validate::parse_run;
 use lightsout_worker::local::{run_local, Event, LocalRun, LocalRunReport, SandboxCommand};
 use serde_json::Value;
+
+/// The scripted model server, accepting only the key the e2e runs set (`real-key`).
+pub async fn keyed_scripted_server() -> ScriptedServer {
+    ScriptedServer::start(ScriptedConfig { expected_api_key: Some("real-key".into()), faults: Faults::default() })
+        .await
+        .unwrap()
+}
+
+/// The sample CRBugBench dataset's absolute path.
+pub fn sample_dataset() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl").canonicalize().unwrap()
+}
 
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
