@@ -106,6 +106,7 @@ async fn shutdown_signal() {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_tracing(args.log_format);
+    lightsout_controller::install_crypto_provider();
 
     let client = Client::try_default().await.context("connecting to the Kubernetes API (kubeconfig or in-cluster)")?;
     let metrics = Arc::new(Metrics::new());
