@@ -23,6 +23,13 @@
 //!   — judge votes requested / votes that failed.
 //! - `lightsout_provider_rate_limited_total{provider}` / `lightsout_provider_retries_total{provider}`
 //!   — rate-limit responses and retries seen by the model clients.
+//! - `lightsout_run_complete{namespace,run}` — 1 once the run is `Complete`, else 0.
+//! - `lightsout_run_last_progress_timestamp_seconds{namespace,run}` — Unix time of the run's last
+//!   progress: a trial started or reached its final result (this process's start counts as
+//!   progress, so a restarted controller delays a "stuck" alert by at most its window).
+//! - `lightsout_variant_recall{namespace,run,variant,k}` — a variant's recall@k so far (0..1).
+//! - `lightsout_variant_composite_score{namespace,run,variant}` — a variant's SWE-PRBench weighted
+//!   composite so far (0..1); only in runs scored by that protocol.
 //! - `lightsout_reconcile_duration_seconds` — histogram of reconcile durations (1 ms … 10 s),
 //!   `lightsout_reconciles_total`, `lightsout_reconcile_errors_total{category}`.
 //! - `lightsout_leader` — 1 while this replica holds the leader lease, else 0.
@@ -101,6 +108,10 @@ enum RunFamily {
     Pending,
     JudgeCalls,
     JudgeFailures,
+    Complete,
+    LastProgress,
+    Recall,
+    Composite,
 }
 
 /// A run's series: each family with the label values (in the family's label order) of one series.
@@ -121,6 +132,10 @@ pub struct Metrics {
     pending: IntGaugeVec,
     judge_calls: IntCounterVec,
     judge_failures: IntCounterVec,
+    complete: IntGaugeVec,
+    last_progress: GaugeVec,
+    recall: GaugeVec,
+    composite: GaugeVec,
     provider_rate_limited: IntCounterVec,
     provider_retries: IntCounterVec,
     reconcile_duration: Histogram,
@@ -238,6 +253,30 @@ impl Metrics {
             "Judge votes that failed.",
             &["namespace", "run", "model"],
         );
+        let complete = int_gauge_vec(
+            &registry,
+            "lightsout_run_complete",
+            "1 once the run is Complete (every trial final and judged), else 0.",
+            &["namespace", "run"],
+        );
+        let last_progress = gauge_vec(
+            &registry,
+            "lightsout_run_last_progress_timestamp_seconds",
+            "Unix time of the run's last progress: a trial started or reached its final result.",
+            &["namespace", "run"],
+        );
+        let recall = gauge_vec(
+            &registry,
+            "lightsout_variant_recall",
+            "A variant's recall@k over its scored trials so far.",
+            &["namespace", "run", "variant", "k"],
+        );
+        let composite = gauge_vec(
+            &registry,
+            "lightsout_variant_composite_score",
+            "A variant's SWE-PRBench weighted composite score so far.",
+            &["namespace", "run", "variant"],
+        );
         let provider_rate_limited = counter_vec(
             &registry,
             "lightsout_provider_rate_limited_total",
@@ -283,6 +322,10 @@ impl Metrics {
             pending,
             judge_calls,
             judge_failures,
+            complete,
+            last_progress,
+            recall,
+            composite,
             provider_rate_limited,
             provider_retries,
             reconcile_duration,
@@ -436,6 +479,29 @@ impl Metrics {
         self.track(run, RunFamily::Pending, &labels);
     }
 
+    /// Whether the run is complete, and when it last made progress.
+    pub fn run_progress(&self, run: &RunKey, complete: bool, last_progress: chrono::DateTime<chrono::Utc>) {
+        let labels = [run.namespace.as_str(), run.run.as_str()];
+        self.complete.with_label_values(&labels).set(i64::from(complete));
+        self.track(run, RunFamily::Complete, &labels);
+        self.last_progress.with_label_values(&labels).set(last_progress.timestamp_millis() as f64 / 1000.0);
+        self.track(run, RunFamily::LastProgress, &labels);
+    }
+
+    /// A variant's scores so far: recall@k by k, and the SWE-PRBench composite when scored so.
+    pub fn variant_scores(&self, run: &RunKey, variant: &str, recall: &BTreeMap<String, f64>, composite: Option<f64>) {
+        for (k, value) in recall {
+            let labels = [run.namespace.as_str(), run.run.as_str(), variant, k.as_str()];
+            self.recall.with_label_values(&labels).set(*value);
+            self.track(run, RunFamily::Recall, &labels);
+        }
+        if let Some(value) = composite {
+            let labels = [run.namespace.as_str(), run.run.as_str(), variant];
+            self.composite.with_label_values(&labels).set(value);
+            self.track(run, RunFamily::Composite, &labels);
+        }
+    }
+
     /// Whether this replica holds the leader lease.
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
@@ -460,6 +526,10 @@ impl Metrics {
                 RunFamily::Pending => self.pending.remove_label_values(&values),
                 RunFamily::JudgeCalls => self.judge_calls.remove_label_values(&values),
                 RunFamily::JudgeFailures => self.judge_failures.remove_label_values(&values),
+                RunFamily::Complete => self.complete.remove_label_values(&values),
+                RunFamily::LastProgress => self.last_progress.remove_label_values(&values),
+                RunFamily::Recall => self.recall.remove_label_values(&values),
+                RunFamily::Composite => self.composite.remove_label_values(&values),
             };
             if let Err(error) = result {
                 tracing::debug!(%error, ?family, ?values, "removing a run's series");
@@ -513,6 +583,8 @@ mod tests {
         );
         m.judge_calls(&r, "judge-m", 4, 1);
         m.run_gauges(&r, Some(10.0), 2.5, 3, 7);
+        m.run_progress(&r, false, chrono::DateTime::from_timestamp(1_700_000_000, 500_000_000).unwrap());
+        m.variant_scores(&r, "v", &[("1".to_string(), 0.5), ("5".to_string(), 0.75)].into(), Some(0.42));
         m.provider_totals("openai", 2, 5);
         m.reconcile_finished(0.02, Some("kube"));
         m.reconcile_finished(0.01, None);
@@ -544,6 +616,11 @@ mod tests {
             (r#"lightsout_run_spend_usd{namespace="ns",run="r"}"#, 2.5),
             (r#"lightsout_active_trials{namespace="ns",run="r"}"#, 3.0),
             (r#"lightsout_pending_trials{namespace="ns",run="r"}"#, 7.0),
+            (r#"lightsout_run_complete{namespace="ns",run="r"}"#, 0.0),
+            (r#"lightsout_run_last_progress_timestamp_seconds{namespace="ns",run="r"}"#, 1_700_000_000.5),
+            (r#"lightsout_variant_recall{k="1",namespace="ns",run="r",variant="v"}"#, 0.5),
+            (r#"lightsout_variant_recall{k="5",namespace="ns",run="r",variant="v"}"#, 0.75),
+            (r#"lightsout_variant_composite_score{namespace="ns",run="r",variant="v"}"#, 0.42),
             (r#"lightsout_provider_rate_limited_total{provider="openai"}"#, 2.0),
             (r#"lightsout_provider_retries_total{provider="openai"}"#, 5.0),
             (r#"lightsout_reconciles_total"#, 2.0),
@@ -574,6 +651,8 @@ mod tests {
             m.usage(r, "v", "gpt", Role::Agent, &Usage::default(), Some(1.0), 1);
             m.judge_calls(r, "gpt", 1, 0);
             m.run_gauges(r, Some(5.0), 1.0, 1, 1);
+            m.run_progress(r, true, chrono::Utc::now());
+            m.variant_scores(r, "v", &[("1".to_string(), 0.5)].into(), Some(0.3));
         }
         m.forget_run(&a);
         let text = m.encode();
@@ -591,6 +670,10 @@ mod tests {
             "lightsout_run_spend_usd",
             "lightsout_active_trials",
             "lightsout_pending_trials",
+            "lightsout_run_complete",
+            "lightsout_run_last_progress_timestamp_seconds",
+            "lightsout_variant_recall",
+            "lightsout_variant_composite_score",
         ] {
             assert!(
                 text.lines().any(|l| l.starts_with(family) && l.contains(r#"run="b""#)),

@@ -45,7 +45,7 @@ use lightsout_core::hash::sha256_hex;
 use lightsout_core::judge::VoteValue;
 use lightsout_core::results::ResultStore;
 use lightsout_core::scoring::Verdicts;
-use lightsout_core::stored::compact_result;
+use lightsout_core::stored::{compact_result, compact_verdicts};
 use lightsout_core::summary::{self, DatasetSummary, RunIdentity};
 use lightsout_core::trial::{Outcome, TrialResult, RESULT_SCHEMA};
 
@@ -211,8 +211,12 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
         };
         decide(&prepared.plan.trials, &observed.observation, &policy, &budget, now)
     };
+    let counted_before = state.counted.len();
     count_final_trials(ctx, &prepared, &mut state, &key, max_attempts);
     let started = start_trials(run, ctx, &prepared, &mut state, &decision, &key, now).await?;
+    if state.last_progress.is_none() || started > 0 || state.counted.len() != counted_before {
+        state.last_progress = Some(now);
+    }
 
     let judged_all = judge_reviews(run, ctx, &prepared, &mut state, &key).await;
     let awaiting_judges = awaiting_judges(&prepared, &state, max_attempts);
@@ -242,11 +246,18 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
         decision.counts.running() as u64,
         decision.counts.pending() as u64,
     );
+    let complete = status::condition(&new_status, condition::COMPLETE).is_some_and(|c| c.status == "True");
+    ctx.metrics.run_progress(&key, complete, state.last_progress.unwrap_or(now));
+    if let Some(summary) = &state.summary {
+        for variant in &summary.variants {
+            let composite = variant.swe_prbench.as_ref().map(|s| s.aggregate.overall.composite);
+            ctx.metrics.variant_scores(&key, &variant.name, &variant.recall, composite);
+        }
+    }
     for stats in ctx.models.stats() {
         ctx.metrics.provider_totals(&stats.provider, stats.rate_limited, stats.retries);
     }
 
-    let complete = status::condition(&new_status, condition::COMPLETE).is_some_and(|c| c.status == "True");
     let mut next: Option<Duration> = decision.requeue_after(now);
     let mut sooner = |d: Duration| next = Some(next.map_or(d, |n| n.min(d)));
     if !judged_all {
@@ -796,8 +807,9 @@ async fn judge_reviews(
     let mut failures = Vec::new();
     for (result, verdicts) in outcomes {
         match verdicts {
-            Ok(verdicts) => {
+            Ok(mut verdicts) => {
                 record_judge_metrics(ctx, key, &result, &verdicts);
+                compact_verdicts(&mut verdicts);
                 state.stored.as_mut().expect("stored").insert_verdicts(&result.trial_id, result.attempt, verdicts);
                 state.summary_dirty = true;
             }

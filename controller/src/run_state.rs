@@ -81,6 +81,9 @@ pub struct RunState {
     /// After a (re)start, the ConfigMaps of already active Jobs are re-created once (a crash
     /// between creating a Job and its ConfigMap would leave its pod waiting for it).
     pub config_maps_checked: bool,
+    /// When a trial last started or reached its final result (this process's first reconcile of
+    /// the run counts as progress): the `lightsout_run_last_progress_timestamp_seconds` metric.
+    pub last_progress: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The key of a trial id in [`RunState::counted`].

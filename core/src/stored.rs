@@ -94,15 +94,17 @@ impl StoredRun {
         (last.outcome != Outcome::InfraFailed || *number >= max_attempts).then(|| last.clone())
     }
 
-    /// Drops from every held result what scheduling and the summary never read (the schema, run,
-    /// model and provider names, the prompt hash, the harness versions, the trajectory summary,
-    /// and the text of errors after their leading reason): a controller holds every result of a
-    /// 100,000-trial run. The variant, trial and task ids and every figure the summary reads stay. The stored files are untouched; anything that needs a
-    /// whole result reads it from the store.
+    /// Drops from every held result and verdict what scheduling and the summary never read (see
+    /// [`compact_result`] and [`compact_verdicts`]): a controller holds every result and verdict
+    /// of a 100,000-trial run. The stored files are untouched; anything that needs a whole
+    /// result or verdict reads it from the store.
     pub fn compact(&mut self) {
         for trial in self.trials.values_mut() {
             for result in trial.results.values_mut() {
                 compact_result(Arc::make_mut(result));
+            }
+            for verdicts in trial.verdicts.values_mut() {
+                compact_verdicts(Arc::make_mut(verdicts));
             }
         }
     }
@@ -204,7 +206,36 @@ async fn read_stored<S: ResultStore>(
     Ok((trial, number, is_result, key, bytes))
 }
 
-/// See [`StoredRun::compact`].
+/// Drops the judges' words from verdicts: each vote's raw answer and reason (CRBugBench), the
+/// judge's raw answer and the per-comment reasons (SWE-PRBench). They are kept in
+/// `verdicts.json` for audits and re-scoring; votes, labels, matches and scores stay, which is
+/// everything the summary reads, and they are most of a verdict's bytes.
+pub fn compact_verdicts(verdicts: &mut Verdicts) {
+    fn clear(text: &mut String) {
+        *text = String::new();
+    }
+    match verdicts {
+        Verdicts::CrBugBench(panel) => {
+            for vote in &mut panel.votes {
+                clear(&mut vote.answer);
+                clear(&mut vote.reason);
+            }
+        }
+        Verdicts::SwePrBench(pr) => {
+            if let Some(judge) = pr.judge.as_mut() {
+                clear(&mut judge.answer);
+            }
+            for comment in &mut pr.agent_comments {
+                clear(&mut comment.reason);
+            }
+        }
+    }
+}
+
+/// Drops from a held result what scheduling and the summary never read: the schema, run, model
+/// and provider names, the prompt hash, the harness versions, the trajectory summary, and the
+/// text of errors after their leading reason. The variant, trial and task ids and every figure
+/// the summary reads stay.
 pub fn compact_result(result: &mut TrialResult) {
     result.schema = String::new();
     result.run = String::new();
@@ -256,5 +287,41 @@ mod tests {
             (full.findings, full.review_words, full.model_calls)
         );
         assert_eq!(compact.finished_at, full.finished_at);
+    }
+
+    #[test]
+    fn compacting_verdicts_keeps_votes_hits_and_spend() {
+        let vote = |rank: u32, judge: &str, value: &str| {
+            serde_json::json!({"rank": rank, "truth_id": "b1", "judge": judge, "value": value,
+                "reason": "the finding names the same off-by-one", "answer": format!("{{\"verdict\": \"{value}\"}}").repeat(20),
+                "attempts": 1})
+        };
+        let json = serde_json::json!({
+            "protocol": "crbugbench", "prompt_version": "v1", "vote_rule": "majority", "judges": ["a", "b", "c"],
+            "judged_findings": 2, "truth_items": 1,
+            "votes": [vote(1, "a", "no"), vote(1, "b", "no"), vote(1, "c", "yes"), vote(2, "a", "yes"), vote(2, "b", "yes"), vote(2, "c", "failed")],
+            "decisions": [
+                {"rank": 1, "truth_id": "b1", "yes": 1, "no": 2, "failed": 0, "matched": false},
+                {"rank": 2, "truth_id": "b1", "yes": 2, "no": 0, "failed": 1, "matched": true}],
+            "caught": {"b1": 2}, "first_hit_rank": 2,
+            "usage": {"input_tokens": 900, "output_tokens": 60, "cached_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0},
+            "cost_usd": 0.002, "unpriced_calls": 0, "calls": 6,
+        });
+        let full: Verdicts = serde_json::from_value(json).unwrap();
+        let mut compact = full.clone();
+        compact_verdicts(&mut compact);
+        let (Verdicts::CrBugBench(before), Verdicts::CrBugBench(after)) = (&full, &compact) else { unreachable!() };
+        assert!(after.votes.iter().all(|v| v.answer.is_empty() && v.reason.is_empty()));
+        let what_counts = |v: &crate::judge::Vote| (v.rank, v.truth_id.clone(), v.judge.clone(), v.value);
+        assert_eq!(
+            after.votes.iter().map(what_counts).collect::<Vec<_>>(),
+            before.votes.iter().map(what_counts).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            (&after.decisions, &after.caught, after.first_hit_rank),
+            (&before.decisions, &before.caught, before.first_hit_rank)
+        );
+        assert_eq!([1, 2, 3].map(|k| compact.hit_at(k)), [false, true, true]);
+        assert_eq!(compact.spend(), full.spend());
     }
 }
