@@ -45,3 +45,27 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "lightsout.hasConfig" -}}
 {{- if or .Values.networkConfig .Values.pricing -}}true{{- end -}}
 {{- end -}}
+
+{{/*
+Fails rendering with an explanation when a Prometheus Operator object is requested but the
+cluster (or `helm template --api-versions`) has no monitoring.coreos.com/v1 API. Called with
+(list $ "metrics.serviceMonitor.enabled" "ServiceMonitor").
+*/}}
+{{- define "lightsout.requireMonitoringApi" -}}
+{{- $root := index . 0 -}}
+{{- $value := index . 1 -}}
+{{- $kind := index . 2 -}}
+{{- if not ($root.Capabilities.APIVersions.Has "monitoring.coreos.com/v1") -}}
+{{- fail (printf "%s=true renders a %s, which requires the Prometheus Operator CRDs (monitoring.coreos.com/v1), and this cluster does not serve that API: install kube-prometheus-stack (or the Prometheus Operator) first, or set %s=false. With `helm template`, pass --api-versions monitoring.coreos.com/v1." $value $kind $value) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The NetworkPolicy peers of the cluster DNS (networkPolicy.dns). */}}
+{{- define "lightsout.dnsPeer" -}}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ .Values.networkPolicy.dns.namespace }}
+  podSelector:
+    matchLabels:
+      {{- toYaml .Values.networkPolicy.dns.podSelector | nindent 6 }}
+{{- end -}}
