@@ -3,35 +3,16 @@
 
 mod common;
 
-use common::{Cluster, PodEnd, NAMESPACE, RUN};
+use common::{condition_of, run_to_completion, Cluster, PodEnd, NAMESPACE, RUN};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use lightsout_controller::labels;
 use lightsout_controller::reconcile::FINALIZER;
-use lightsout_core::api::{condition, EvaluationRun, EvaluationRunStatus};
+use lightsout_core::api::condition;
 use lightsout_core::summary::RunSummary;
 use serde_json::json;
 
-fn condition_of(status: &EvaluationRunStatus, type_: &str) -> (String, String, String) {
-    let c = status.conditions.iter().find(|c| c.type_ == type_).unwrap_or_else(|| panic!("no {type_} condition"));
-    (c.status.clone(), c.reason.clone(), c.message.clone())
-}
-
 fn label<'a>(job: &'a k8s_openapi::api::batch::v1::Job, key: &str) -> &'a str {
     job.metadata.labels.as_ref().unwrap().get(key).map(String::as_str).unwrap_or("")
-}
-
-/// Reconciles and runs pods until the run is complete (at most `rounds` rounds).
-async fn run_to_completion(cluster: &Cluster, rounds: usize) -> EvaluationRun {
-    for _ in 0..rounds {
-        cluster.reconcile().await;
-        let run = cluster.run().await;
-        if condition_of(run.status.as_ref().unwrap(), condition::COMPLETE).0 == "True" {
-            return run;
-        }
-        cluster.run_active(PodEnd::Worker).await;
-        cluster.expire_finished_jobs().await;
-    }
-    panic!("the run did not complete: {:?}", cluster.run().await.status);
 }
 
 #[tokio::test]

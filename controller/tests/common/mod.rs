@@ -25,7 +25,7 @@ use lightsout_controller::context::{ClusterView, Context, ControllerSettings};
 use lightsout_controller::job::{TrialSettings, JOB_ANNOTATION, JOB_JSON_KEY};
 use lightsout_controller::metrics::Metrics;
 use lightsout_controller::reconcile::reconcile;
-use lightsout_core::api::{EvaluationRun, S3Connection};
+use lightsout_core::api::{EvaluationRun, EvaluationRunStatus, S3Connection};
 use lightsout_core::model::{ModelClient, RetryPolicy};
 use lightsout_core::pod_job::PodJob;
 use lightsout_core::pricing::PricingTable;
@@ -371,4 +371,24 @@ impl Cluster {
     pub fn keys(&self) -> Vec<String> {
         self.moto.keys()
     }
+}
+
+/// A condition's (status, reason, message).
+pub fn condition_of(status: &EvaluationRunStatus, type_: &str) -> (String, String, String) {
+    let c = status.conditions.iter().find(|c| c.type_ == type_).unwrap_or_else(|| panic!("no {type_} condition"));
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+/// Reconciles and runs pods until the run is complete (at most `rounds` rounds).
+pub async fn run_to_completion(cluster: &Cluster, rounds: usize) -> EvaluationRun {
+    for _ in 0..rounds {
+        cluster.reconcile().await;
+        let run = cluster.run().await;
+        if condition_of(run.status.as_ref().unwrap(), lightsout_core::api::condition::COMPLETE).0 == "True" {
+            return run;
+        }
+        cluster.run_active(PodEnd::Worker).await;
+        cluster.expire_finished_jobs().await;
+    }
+    panic!("the run did not complete: {:?}", cluster.run().await.status);
 }
