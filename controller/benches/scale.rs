@@ -3,19 +3,20 @@
 //!
 //!   cargo bench -p lightsout-controller --bench scale -- [--trials 100000] [--parallelism 500]
 //!
-//! The real reconciler runs with `ClusterView::Watched` over reflector stores; the bench plays
-//! the watch (it lists the fake API into the stores before each reconcile, not counted) and the
-//! cluster: every active Job's pod finishes (its `result.json` written to moto's S3 as the worker
-//! would, the Job marked complete with the trial summary as its pod's termination message), and
+//! Two processes, so that the controller's memory is measured alone. This one is the controller:
+//! the real reconciler with `ClusterView::Watched` over reflector stores (the bench lists the API
+//! into them before each reconcile, as the watch would, not counted) and a `kube::Client` over
+//! HTTP. The other (this binary with `--serve-api`) is the API server and the cluster: the fake
+//! API (kube-fake-client) served on loopback, and a cluster step after each reconcile in which
+//! every active Job's pod finishes (its `result.json` written to the results store as the worker
+//! would, the Job marked complete with the trial summary as its pod's termination message) and
 //! finished Jobs with a TTL are deleted as the TTL controller would. Requests are counted by verb
-//! only while the reconciler runs. No judges (the panel is empty): judging is model traffic, not
-//! API traffic. The results store is a local directory (`TrialSettings::allow_local_results`):
-//! moto answers ~100 requests/s on this machine, which would make a 100,000-trial run take an
-//! hour of S3 traffic that is not what is measured here (the S3 path is tested in
-//! `tests/reconcile.rs`). Peak RSS is the whole bench process's (`VmHWM`): the controller, the
-//! in-process fake API server (which holds every Job and pod as JSON) and the simulated cluster
-//! together, so an upper bound for the controller alone; the watch caches are trimmed as
-//! `lightsout-controller`'s are (`context::trim_job`, `trim_pod`).
+//! (by the fake API's interceptors) only while the reconciler runs. No judges (the panel is
+//! empty): judging is model traffic, not API traffic. The results store is a local directory
+//! (`TrialSettings::allow_local_results`): moto answers ~100 requests/s on this machine, which
+//! would make a 100,000-trial run take an hour of S3 traffic that is not what is measured here
+//! (the S3 path is tested in `tests/reconcile.rs`). Peak RSS is this process's `VmHWM`; the watch
+//! caches are trimmed as `lightsout-controller`'s are (`context::trim_job`, `trim_pod`).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -66,9 +67,6 @@ impl Requests {
         if self.on.load(Ordering::Relaxed) {
             *self.by_verb.lock().unwrap().entry(verb).or_default() += 1;
         }
-    }
-    fn total(&self) -> u64 {
-        self.by_verb.lock().unwrap().values().sum()
     }
 }
 
@@ -234,34 +232,164 @@ async fn finish_trial(store: &Results, job: &Job, minutes: f64) -> (String, Stri
 }
 
 fn main() {
-    let trials = arg("--trials", 100_000);
-    let parallelism = arg("--parallelism", 500);
-    let tasks = (trials / (REPEATS * EFFORTS)).max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    runtime.block_on(bench(tasks, parallelism));
+    if std::env::args().any(|a| a == "--serve-api") {
+        runtime.block_on(serve_api());
+    } else {
+        runtime.block_on(bench());
+    }
 }
 
-async fn bench(tasks: usize, parallelism: usize) {
-    let dataset = write_dataset(tasks);
-    let results_dir = tempfile::tempdir().unwrap();
+fn path_arg(name: &str) -> std::path::PathBuf {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == name).unwrap_or_else(|| panic!("{name} is required"));
+    args[i + 1].clone().into()
+}
+
+/// The other process: the fake API server (served over HTTP on loopback) and the cluster, so that
+/// the bench process holds the controller alone. Paths under `/bench/` are the bench's own: the
+/// cluster's step, and the request counter's switch and totals; everything else goes to the fake
+/// API. It exits when the bench process closes its stdin.
+async fn serve_api() {
+    use axum::extract::{Request, State};
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::{get, post};
+
+    #[derive(Clone)]
+    struct Served {
+        client: Client,
+        requests: Arc<Requests>,
+        store: Arc<Results>,
+        rng: Arc<Mutex<u64>>,
+    }
+
+    async fn forward(State(served): State<Served>, request: Request) -> Response {
+        let (parts, body) = request.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        let request = axum::http::Request::from_parts(parts, kube::client::Body::from(bytes));
+        match served.client.send(request).await {
+            Ok(response) => {
+                let (parts, body) = response.into_parts();
+                Response::from_parts(parts, axum::body::Body::from(body.collect_bytes().await.unwrap()))
+            }
+            Err(e) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        }
+    }
+
+    let dataset = path_arg("--dataset");
+    let results_dir = path_arg("--results");
+    let parallelism = arg("--parallelism", 500);
     let requests = Arc::new(Requests::default());
-    let secret = |name: &str, data: &[(&str, &str)]| Secret {
+    let secret = Secret {
         metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
+            name: Some("key".into()),
             namespace: Some(NAMESPACE.into()),
             ..Default::default()
         },
-        data: Some(data.iter().map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec()))).collect()),
+        data: Some([("k".to_string(), ByteString(b"sk-test".to_vec()))].into()),
         ..Default::default()
     };
     let client: Client = ClientBuilder::new()
         .with_resource::<EvaluationRun>()
-        .with_object(run_object(&dataset, results_dir.path(), parallelism))
-        .with_object(secret("key", &[("k", "sk-test")]))
+        .with_object(run_object(&dataset, &results_dir, parallelism))
+        .with_object(secret)
         .with_interceptor_funcs(interceptors(&requests))
         .build()
         .await
         .unwrap();
+    let store = Results::open(&format!("file://{}", results_dir.display()), None, None).unwrap();
+    let served = Served { client, requests, store: Arc::new(store), rng: Arc::new(Mutex::new(0x2545_f491_4f6c_dd1d)) };
+    let app = axum::Router::new()
+        .route(
+            "/bench/step",
+            post(|State(s): State<Served>| async move {
+                let mut rng = *s.rng.lock().unwrap();
+                cluster_step(&s.client, &s.store, &mut rng).await;
+                *s.rng.lock().unwrap() = rng;
+            }),
+        )
+        .route(
+            "/bench/counting/{on}",
+            post(|State(s): State<Served>, axum::extract::Path(on): axum::extract::Path<bool>| async move {
+                s.requests.on.store(on, Ordering::Relaxed);
+            }),
+        )
+        .route(
+            "/bench/counts",
+            get(|State(s): State<Served>| async move { axum::Json(s.requests.by_verb.lock().unwrap().clone()) }),
+        )
+        .route("/bench/peak-rss", get(|| async { peak_rss_mib().to_string() }))
+        .fallback(forward)
+        .with_state(served);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    println!("listening {}", listener.local_addr().unwrap().port());
+    std::thread::spawn(|| {
+        // The bench process holds our stdin; EOF means it is gone.
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        std::process::exit(0);
+    });
+    axum::serve(listener, app).await.unwrap();
+}
+
+/// The cluster: every active trial finishes; finished Jobs with a TTL expire.
+async fn cluster_step(client: &Client, store: &Results, rng: &mut u64) {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let all = jobs.list(&ListParams::default()).await.unwrap().items;
+    let mut finishing = FuturesUnordered::new();
+    for job in all.iter().filter(|j| !is_finished(j)) {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        finishing.push(finish_trial(store, job, 5.0 + (*rng % 1000) as f64 / 50.0));
+        if finishing.len() >= 32 {
+            let (name, message) = finishing.next().await.unwrap();
+            mark_complete(&jobs, &pods, &all, &name, &message).await;
+        }
+    }
+    while let Some((name, message)) = finishing.next().await {
+        mark_complete(&jobs, &pods, &all, &name, &message).await;
+    }
+    for job in &all {
+        if is_finished(job) && job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished).is_some() {
+            let name = job.metadata.name.clone().unwrap();
+            jobs.delete(&name, &Default::default()).await.unwrap();
+            let _ = pods.delete(&format!("{name}-pod"), &Default::default()).await;
+        }
+    }
+}
+
+/// A request to the other process's `/bench/` paths.
+async fn bench_call(client: &Client, method: &str, path: &str) -> String {
+    let request = axum::http::Request::builder().method(method).uri(path).body(Vec::new()).unwrap();
+    client.request_text(request).await.unwrap()
+}
+
+async fn bench() {
+    let trials = arg("--trials", 100_000);
+    let parallelism = arg("--parallelism", 500);
+    let tasks = (trials / (REPEATS * EFFORTS)).max(1);
+    let dataset = write_dataset(tasks);
+    let results_dir = tempfile::tempdir().unwrap();
+
+    let mut api_server = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--serve-api", "--parallelism", &parallelism.to_string()])
+        .arg("--dataset")
+        .arg(&dataset)
+        .arg("--results")
+        .arg(results_dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first_line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(api_server.stdout.take().unwrap()), &mut first_line)
+        .unwrap();
+    let port: u16 = first_line.trim().strip_prefix("listening ").unwrap().parse().unwrap();
+    lightsout_controller::install_crypto_provider();
+    let mut config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    config.default_namespace = NAMESPACE.into();
+    let client = Client::try_from(config).unwrap();
 
     let (job_store, mut job_writer) = reflector::store::<Job>();
     let (pod_store, mut pod_writer) = reflector::store::<Pod>();
@@ -278,27 +406,26 @@ async fn bench(tasks: usize, parallelism: usize) {
         PricingTable::default(),
         Arc::new(Utc::now),
     ));
-    let store = Results::open(&format!("file://{}", results_dir.path().display()), None, None).unwrap();
     let runs: Api<EvaluationRun> = Api::namespaced(client.clone(), NAMESPACE);
     let jobs: Api<Job> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let after_setup = rss_mib("VmRSS:");
 
     let started = Instant::now();
     let mut reconcile_time = Duration::ZERO;
     let mut reconciles = 0u32;
     let mut largest_status = 0usize;
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
     let finished_trials = loop {
         refresh(&mut job_writer, &jobs, context::trim_job).await;
         refresh(&mut pod_writer, &pods, context::trim_pod).await;
         let run = runs.get(RUN).await.unwrap();
-        requests.on.store(true, Ordering::Relaxed);
+        bench_call(&client, "POST", "/bench/counting/true").await;
         let t = Instant::now();
         reconcile(Arc::new(run), ctx.clone()).await.expect("reconcile");
         let reconcile_took = t.elapsed();
+        bench_call(&client, "POST", "/bench/counting/false").await;
         reconcile_time += reconcile_took;
         reconciles += 1;
-        requests.on.store(false, Ordering::Relaxed);
 
         let run = runs.get(RUN).await.unwrap();
         let status = run.status.clone().unwrap_or_default();
@@ -308,7 +435,7 @@ async fn bench(tasks: usize, parallelism: usize) {
         }
         if reconciles <= 3 || reconciles.is_multiple_of(20) {
             eprintln!(
-                "  {:>4} reconciles, {:>6} of {} trials finished, {:.0} s, last reconcile {:.0} ms, RSS {:.0} MiB (peak {:.0})",
+                "  {:>4} reconciles, {:>6} of {} trials finished, {:.0} s, last reconcile {:.0} ms, controller RSS {:.0} MiB (peak {:.0})",
                 reconciles,
                 status.trials.succeeded,
                 status.trials.total,
@@ -318,34 +445,15 @@ async fn bench(tasks: usize, parallelism: usize) {
                 rss_mib("VmHWM:")
             );
         }
-
-        // The cluster: every active trial finishes; finished Jobs with a TTL expire.
-        let all = jobs.list(&ListParams::default()).await.unwrap().items;
-        let mut finishing = FuturesUnordered::new();
-        for job in all.iter().filter(|j| !is_finished(j)) {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            finishing.push(finish_trial(&store, job, 5.0 + (rng % 1000) as f64 / 50.0));
-            if finishing.len() >= 32 {
-                let (name, message) = finishing.next().await.unwrap();
-                mark_complete(&jobs, &pods, &all, &name, &message).await;
-            }
-        }
-        while let Some((name, message)) = finishing.next().await {
-            mark_complete(&jobs, &pods, &all, &name, &message).await;
-        }
-        for job in &all {
-            if is_finished(job) && job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished).is_some() {
-                let name = job.metadata.name.clone().unwrap();
-                jobs.delete(&name, &Default::default()).await.unwrap();
-                let _ = pods.delete(&format!("{name}-pod"), &Default::default()).await;
-            }
-        }
+        bench_call(&client, "POST", "/bench/step").await;
     };
 
-    let counts = requests.by_verb.lock().unwrap().clone();
-    let total = requests.total();
+    let counts: BTreeMap<String, u64> =
+        serde_json::from_str(&bench_call(&client, "GET", "/bench/counts").await).unwrap();
+    let api_server_peak: f64 = bench_call(&client, "GET", "/bench/peak-rss").await.parse().unwrap();
+    drop(api_server.stdin.take());
+    let _ = api_server.wait();
+    let total: u64 = counts.values().sum();
     println!("scale: {finished_trials} trials ({tasks} tasks × {EFFORTS} efforts × {REPEATS} repeats), parallelism {parallelism}");
     println!(
         "  wall time                {:.1} s ({reconciles} reconciles, mean {:.1} ms each)",
@@ -355,7 +463,8 @@ async fn bench(tasks: usize, parallelism: usize) {
     println!("  API requests             {total} ({counts:?})");
     println!("  per finished trial       {:.3}", total as f64 / finished_trials.max(1) as f64);
     println!("  largest status object    {:.1} KiB", largest_status as f64 / 1024.0);
-    println!("  peak RSS (whole process) {:.1} MiB", peak_rss_mib());
+    println!("  controller peak RSS      {:.1} MiB (bench process; {after_setup:.1} MiB after setup)", peak_rss_mib());
+    println!("  fake API + cluster       {api_server_peak:.1} MiB peak (other process, not the controller's)");
 }
 
 async fn mark_complete(jobs: &Api<Job>, pods: &Api<Pod>, all: &[Job], name: &str, message: &str) {
