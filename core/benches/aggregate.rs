@@ -201,6 +201,7 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 cost_usd: 0.01,
                 unpriced_calls: 0,
                 calls: (FINDINGS_PER_TRIAL * JUDGES) as u32,
+                held_ratings: None,
             };
             let result = TrialResult {
                 schema: lightsout_core::trial::RESULT_SCHEMA.into(),

@@ -107,6 +107,42 @@ pub struct TrialVerdicts {
     /// Judge calls whose model has no price; their cost is not in `cost_usd`.
     pub unpriced_calls: u32,
     pub calls: u32,
+    /// Set only in memory by [`crate::stored::compact_verdicts`], which drops `votes` and
+    /// `decisions`: the votes as the rating matrix the judge-agreement statistics read.
+    #[serde(skip)]
+    pub held_ratings: Option<PanelRatings>,
+}
+
+/// A panel's votes as a rating matrix: one row per judged (finding, ground-truth item) pair, in
+/// (rank, item id) order, with one cell per judge of the panel, in panel order: 1 yes, 0 no,
+/// `None` for a failed vote (or a judge that did not vote on the pair).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PanelRatings {
+    pub judges: usize,
+    /// Row-major cells: [`RATING_YES`], [`RATING_NO`] or [`RATING_NONE`].
+    cells: Vec<u8>,
+}
+
+const RATING_NO: u8 = 0;
+const RATING_YES: u8 = 1;
+const RATING_NONE: u8 = 2;
+
+impl PanelRatings {
+    /// The rows, each padded with `None` to `width` judges (the widest panel of a variant).
+    pub fn rows(&self, width: usize) -> impl Iterator<Item = Vec<Option<u32>>> + '_ {
+        self.cells.chunks(self.judges.max(1)).map(move |row| {
+            let mut cells: Vec<Option<u32>> = row
+                .iter()
+                .map(|c| match *c {
+                    RATING_YES => Some(1),
+                    RATING_NO => Some(0),
+                    _ => None,
+                })
+                .collect();
+            cells.resize(width.max(cells.len()), None);
+            cells
+        })
+    }
 }
 
 impl TrialVerdicts {
@@ -114,10 +150,34 @@ impl TrialVerdicts {
         self.first_hit_rank.is_some_and(|rank| rank <= k)
     }
 
+    /// The votes as a rating matrix (see [`PanelRatings`]); votes by a judge not on the panel
+    /// are left out.
+    pub fn ratings(&self) -> PanelRatings {
+        if let Some(held) = &self.held_ratings {
+            return held.clone();
+        }
+        let judges = self.judges.len();
+        if judges == 0 {
+            return PanelRatings::default();
+        }
+        let mut rows: BTreeMap<(u32, &str), Vec<u8>> = BTreeMap::new();
+        for vote in &self.votes {
+            let Some(position) = self.judges.iter().position(|j| *j == vote.judge) else { continue };
+            let row = rows.entry((vote.rank, vote.truth_id.as_str())).or_insert_with(|| vec![RATING_NONE; judges]);
+            row[position] = match vote.value {
+                VoteValue::Yes => RATING_YES,
+                VoteValue::No => RATING_NO,
+                VoteValue::Failed => RATING_NONE,
+            };
+        }
+        PanelRatings { judges, cells: rows.into_values().flatten().collect() }
+    }
+
     /// The verdicts recomputed from the judges' recorded raw answers under `rule`, with no judge
     /// call: each answer is read again with [`parse_answer`] (an unreadable one is a failed vote),
     /// and the pairs are decided again. With the rule they were made under, this reproduces the
-    /// stored verdicts exactly; with another rule, it re-scores a finished run for free.
+    /// stored verdicts exactly; with another rule, it re-scores a finished run for free. (Of
+    /// verdicts as read from `verdicts.json`: compacted ones in memory hold no answers.)
     pub fn rescored(&self, rule: VoteRule) -> TrialVerdicts {
         let votes: Vec<Vote> = self
             .votes
@@ -282,6 +342,7 @@ impl Panel {
             cost_usd,
             unpriced_calls,
             calls,
+            held_ratings: None,
         })
     }
 
@@ -385,6 +446,7 @@ mod tests {
             cost_usd: 0.25,
             unpriced_calls: 0,
             calls: 6,
+            held_ratings: None,
         };
         let majority = stored.rescored(VoteRule::Majority);
         // Rank 1: yes, no, failed → a tie of valid votes, not a match; rank 2: 2 of 3.

@@ -206,28 +206,26 @@ async fn read_stored<S: ResultStore>(
     Ok((trial, number, is_result, key, bytes))
 }
 
-/// Drops the judges' words from verdicts: each vote's raw answer and reason (CRBugBench), the
-/// judge's raw answer and the per-comment reasons (SWE-PRBench). They are kept in
-/// `verdicts.json` for audits and re-scoring; votes, labels, matches and scores stay, which is
-/// everything the summary reads, and they are most of a verdict's bytes.
+/// Reduces verdicts to what the summary reads: CRBugBench votes become their rating matrix
+/// (one byte a vote, [`crate::judge::PanelRatings`]) and the pair decisions go (the first hit
+/// rank and the caught items stay); SWE-PRBench verdicts lose the agent comments, the matches,
+/// the diff statistics and the judge's raw answer (the human comments, which give the first hit
+/// rank, and the scores stay). Everything dropped is in `verdicts.json`, for audits and
+/// re-scoring; a verdict's votes and comments are most of its bytes.
 pub fn compact_verdicts(verdicts: &mut Verdicts) {
-    fn clear(text: &mut String) {
-        *text = String::new();
-    }
     match verdicts {
         Verdicts::CrBugBench(panel) => {
-            for vote in &mut panel.votes {
-                clear(&mut vote.answer);
-                clear(&mut vote.reason);
-            }
+            panel.held_ratings = Some(panel.ratings());
+            panel.votes = Vec::new();
+            panel.decisions = Vec::new();
         }
         Verdicts::SwePrBench(pr) => {
             if let Some(judge) = pr.judge.as_mut() {
-                clear(&mut judge.answer);
+                judge.answer = String::new();
             }
-            for comment in &mut pr.agent_comments {
-                clear(&mut comment.reason);
-            }
+            pr.agent_comments = Vec::new();
+            pr.matches = Vec::new();
+            pr.diff = None;
         }
     }
 }
@@ -290,7 +288,7 @@ mod tests {
     }
 
     #[test]
-    fn compacting_verdicts_keeps_votes_hits_and_spend() {
+    fn compacting_verdicts_keeps_ratings_hits_and_spend() {
         let vote = |rank: u32, judge: &str, value: &str| {
             serde_json::json!({"rank": rank, "truth_id": "b1", "judge": judge, "value": value,
                 "reason": "the finding names the same off-by-one", "answer": format!("{{\"verdict\": \"{value}\"}}").repeat(20),
@@ -311,17 +309,131 @@ mod tests {
         let mut compact = full.clone();
         compact_verdicts(&mut compact);
         let (Verdicts::CrBugBench(before), Verdicts::CrBugBench(after)) = (&full, &compact) else { unreachable!() };
-        assert!(after.votes.iter().all(|v| v.answer.is_empty() && v.reason.is_empty()));
-        let what_counts = |v: &crate::judge::Vote| (v.rank, v.truth_id.clone(), v.judge.clone(), v.value);
-        assert_eq!(
-            after.votes.iter().map(what_counts).collect::<Vec<_>>(),
-            before.votes.iter().map(what_counts).collect::<Vec<_>>()
-        );
-        assert_eq!(
-            (&after.decisions, &after.caught, after.first_hit_rank),
-            (&before.decisions, &before.caught, before.first_hit_rank)
-        );
+        assert!(after.votes.is_empty() && after.decisions.is_empty());
+        assert_eq!(after.ratings(), before.ratings());
+        let rows: Vec<_> = after.ratings().rows(4).collect();
+        assert_eq!(rows, [vec![Some(0), Some(0), Some(1), None], vec![Some(1), Some(1), None, None]]);
+        assert_eq!((&after.caught, after.first_hit_rank), (&before.caught, before.first_hit_rank));
         assert_eq!([1, 2, 3].map(|k| compact.hit_at(k)), [false, true, true]);
         assert_eq!(compact.spend(), full.spend());
+    }
+
+    /// The summary of compacted results and verdicts is the summary of the full ones, bit for
+    /// bit: recall@k with intervals, judge agreement, comparisons, spend, latency.
+    #[test]
+    fn a_summary_of_compacted_records_equals_the_summary_of_full_ones() {
+        use crate::summary::{summarise_run, DatasetSummary, RunIdentity, ScoringSettings};
+        let variants: Vec<crate::plan::Variant> = ["low", "high"]
+            .iter()
+            .map(|effort| {
+                serde_json::from_value(serde_json::json!({
+                    "id": format!("v-{effort}"), "name": format!("m/{effort}/single-shot@1.0.0/default"),
+                    "model": {"name": "m", "provider": "p"}, "reasoning_effort": effort,
+                    "harness": {"name": "single-shot", "version": "1.0.0"}, "prompt": {"preset": "default"},
+                }))
+                .unwrap()
+            })
+            .collect();
+        let judges = ["a", "b", "c"];
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut records = Vec::new();
+        for (v, variant) in variants.iter().enumerate() {
+            for task in 0..8 {
+                for repeat in 0..2u32 {
+                    let outcome = match next(10) {
+                        0 => "agent-failed",
+                        1 => "infra-failed",
+                        _ => "ok",
+                    };
+                    let result: TrialResult = serde_json::from_value(serde_json::json!({
+                        "schema": "lightsout.dev/trial-result/v1", "run": "r", "variant_id": variant.id, "variant": variant.name,
+                        "trial_id": format!("t{v}-{task}-{repeat}"), "task_id": format!("task-{task}"), "repeat": repeat,
+                        "attempt": 1, "outcome": outcome, "error": (outcome != "ok").then_some("Evicted: gone"),
+                        "harness": {"name": "single-shot", "version": "1.0.0"}, "model": "m", "provider": "p",
+                        "prompt_sha256": "ab", "started_at": "2026-12-01T08:00:00Z", "finished_at": "2026-12-01T08:10:00Z",
+                        "duration_ms": 60_000 + next(600_000),
+                        "usage": {"input_tokens": 1000 + next(500), "output_tokens": 50, "cached_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 7},
+                        "cost_usd": 0.01, "model_calls": 2, "findings": 3, "review_words": 120,
+                    }))
+                    .unwrap();
+                    let mut votes = Vec::new();
+                    let mut caught = serde_json::Map::new();
+                    for rank in 1..=3u32 {
+                        for item in ["b1", "b2"] {
+                            let mut yes = 0;
+                            for judge in judges {
+                                let value = ["yes", "no", "no", "failed"][next(4) as usize];
+                                yes += u32::from(value == "yes");
+                                votes.push(serde_json::json!({"rank": rank, "truth_id": item, "judge": judge, "value": value,
+                                    "reason": "because", "answer": format!("{{\"verdict\":\"{value}\"}}"), "attempts": 1}));
+                            }
+                            if yes >= 2 && !caught.contains_key(item) {
+                                caught.insert(item.into(), rank.into());
+                            }
+                        }
+                    }
+                    let first = caught.values().filter_map(|r| r.as_u64()).min();
+                    let verdicts: Verdicts = serde_json::from_value(serde_json::json!({
+                        "protocol": "crbugbench", "prompt_version": "v1", "vote_rule": "majority", "judges": judges,
+                        "judged_findings": 3, "truth_items": 2, "votes": votes, "decisions": [], "caught": caught,
+                        "first_hit_rank": first,
+                        "usage": {"input_tokens": 900, "output_tokens": 60, "cached_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0},
+                        "cost_usd": 0.002, "unpriced_calls": 0, "calls": 18,
+                    }))
+                    .unwrap();
+                    records.push(TrialRecord {
+                        variant: v as u32,
+                        task: format!("task-{task}"),
+                        repeat,
+                        track: None,
+                        difficulty: None,
+                        truth_items: 2,
+                        verdicts: (outcome == "ok").then(|| Arc::new(verdicts)),
+                        result: Some(Arc::new(result)),
+                    });
+                }
+            }
+        }
+        let compacted: Vec<TrialRecord> = records
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.result = r.result.map(|x| {
+                    let mut x = (*x).clone();
+                    compact_result(&mut x);
+                    Arc::new(x)
+                });
+                r.verdicts = r.verdicts.map(|x| {
+                    let mut x = (*x).clone();
+                    compact_verdicts(&mut x);
+                    Arc::new(x)
+                });
+                r
+            })
+            .collect();
+        let settings = ScoringSettings {
+            protocol: crate::api::ScoringProtocol::CrBugBench,
+            ks: vec![1, 3],
+            bootstrap: crate::stats::BootstrapConfig { resamples: 500, ..crate::stats::BootstrapConfig::with_seed(7) },
+            context_config: None,
+            reading: crate::swe_prbench::ProtocolReading::Harness,
+            similarity: crate::swe_prbench::SimilarityKind::Lexical,
+        };
+        let summary = |records: &[TrialRecord]| {
+            let identity =
+                RunIdentity { name: "r".into(), spec_hash: "h".into(), generated_at: chrono::DateTime::UNIX_EPOCH };
+            let dataset =
+                DatasetSummary { format: "crbugbench".into(), source: "s".into(), tasks: 8, skipped_lines: 0 };
+            serde_json::to_value(summarise_run(identity, dataset, false, &settings, &variants, records)).unwrap()
+        };
+        let (full, compact) = (summary(&records), summary(&compacted));
+        assert!(full["variants"][0]["judge_agreement"]["fleiss"]["kappa"].is_number(), "{full:#}");
+        assert_eq!(compact, full);
     }
 }

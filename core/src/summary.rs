@@ -25,7 +25,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{ContextConfig, EvaluationRunSpec, ScoringProtocol, Track};
-use crate::judge::{TrialVerdicts, VoteValue};
+use crate::judge::TrialVerdicts;
 use crate::model::Usage;
 use crate::plan::Variant;
 use crate::scoring::Verdicts;
@@ -479,20 +479,8 @@ fn panel_agreement(panels: &[&TrialVerdicts], variant: &Variant, notices: &mut V
     if judges < 2 {
         return None;
     }
-    let mut items: Vec<Vec<Option<u32>>> = Vec::new();
-    for panel in panels {
-        let mut pairs: BTreeMap<(u32, &str), Vec<Option<u32>>> = BTreeMap::new();
-        for vote in &panel.votes {
-            let Some(position) = panel.judges.iter().position(|j| *j == vote.judge) else { continue };
-            let slot = pairs.entry((vote.rank, vote.truth_id.as_str())).or_insert_with(|| vec![None; judges]);
-            slot[position] = match vote.value {
-                VoteValue::Yes => Some(1),
-                VoteValue::No => Some(0),
-                VoteValue::Failed => None,
-            };
-        }
-        items.extend(pairs.into_values());
-    }
+    let items: Vec<Vec<Option<u32>>> =
+        panels.iter().flat_map(|panel| panel.ratings().rows(judges).collect::<Vec<_>>()).collect();
     match stats::agreement(&items) {
         Ok(agreement) => Some(agreement),
         Err(e) => {
