@@ -105,7 +105,10 @@ impl InstallError {
 /// Installs a harness into `dir` once. `fill` populates a fresh staging directory beside it
 /// (`<dir>.partial`, created empty); the staging directory is then marked `.installed` (holding
 /// `requirement`) and renamed into place, so an interrupted install leaves no marker and is
-/// redone rather than trusted.
+/// redone rather than trusted. Installers of the same `dir` (trials of one run, tests, several
+/// workers sharing a cache) take turns on an exclusive lock of `<dir>.lock`: two at once would
+/// share the staging directory, and one could rename it into place while the other's package
+/// manager still writes a binary there (which then fails to exec, "Text file busy").
 async fn install_once<F, Fut>(dir: PathBuf, requirement: &str, fill: F) -> Result<PathBuf, InstallError>
 where
     F: FnOnce(PathBuf) -> Fut,
@@ -115,6 +118,25 @@ where
         return Ok(dir);
     }
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    if let Some(parent) = dir.parent() {
+        tokio::fs::create_dir_all(parent).await.map_err(InstallError::io(parent))?;
+    }
+    let lock_path = dir.with_file_name(format!("{name}.lock"));
+    let lock = {
+        let path = lock_path.clone();
+        tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+            let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
+            file.lock()?;
+            Ok(file)
+        })
+        .await
+        .map_err(|e| InstallError::Io { path: lock_path.display().to_string(), source: std::io::Error::other(e) })?
+        .map_err(InstallError::io(&lock_path))?
+    };
+    // Another installer may have finished while this one waited.
+    if dir.join(".installed").exists() {
+        return Ok(dir);
+    }
     let staging = dir.with_file_name(format!("{name}.partial"));
     let _ = tokio::fs::remove_dir_all(&staging).await;
     tokio::fs::create_dir_all(&staging).await.map_err(InstallError::io(&staging))?;
@@ -122,6 +144,8 @@ where
     tokio::fs::write(staging.join(".installed"), requirement).await.map_err(InstallError::io(&staging))?;
     let _ = tokio::fs::remove_dir_all(&dir).await;
     tokio::fs::rename(&staging, &dir).await.map_err(InstallError::io(&dir))?;
+    // Released when dropped too; explicitly, once the install is in place.
+    drop(lock);
     Ok(dir)
 }
 
@@ -320,6 +344,38 @@ fn file_name(path: &Path) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Eight installers of one harness at once: one fills the staging directory, the others wait
+    /// and then find it installed; nobody sees a half-written install.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_installs_take_turns_and_fill_once() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("harnesses/h/1.0.0");
+        let fills = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let installs = (0..8).map(|_| {
+            let (dir, fills) = (dir.clone(), fills.clone());
+            tokio::spawn(async move {
+                let installed = install_once(dir, "h==1.0.0", |staging| async move {
+                    fills.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    // A slow package manager writing a binary in several pieces.
+                    for part in 0..5 {
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        let mut f =
+                            std::fs::OpenOptions::new().create(true).append(true).open(staging.join("bin")).unwrap();
+                        std::io::Write::write_all(&mut f, format!("{part}").as_bytes()).unwrap();
+                    }
+                    Ok(())
+                })
+                .await
+                .unwrap();
+                std::fs::read_to_string(installed.join("bin")).unwrap()
+            })
+        });
+        for contents in futures::future::join_all(installs).await {
+            assert_eq!(contents.unwrap(), "01234");
+        }
+        assert_eq!(fills.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 
     #[test]
     fn finding_session_files_skips_links_and_depth() {
