@@ -45,7 +45,7 @@ use lightsout_core::hash::sha256_hex;
 use lightsout_core::judge::VoteValue;
 use lightsout_core::results::ResultStore;
 use lightsout_core::scoring::Verdicts;
-use lightsout_core::stored::{compact_result, compact_verdicts};
+use lightsout_core::stored::{compact_verdicts, HeldResult};
 use lightsout_core::summary::{self, DatasetSummary, RunIdentity};
 use lightsout_core::trial::{Outcome, TrialResult, RESULT_SCHEMA};
 
@@ -273,7 +273,7 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
 }
 
 /// How a stored result enters the scheduler's observation.
-fn attempt_state(result: &TrialResult) -> AttemptState {
+fn attempt_state(result: &HeldResult) -> AttemptState {
     if result.outcome.is_scored() {
         AttemptState::Finished
     } else {
@@ -480,9 +480,7 @@ async fn record_finished(
         if !result.outcome.is_scored() {
             ctx.metrics.attempt_infra_failed(key, stored_reason(result.error.as_deref()).as_str());
         }
-        let mut result = result;
-        compact_result(&mut result);
-        stored.insert_result(result);
+        stored.insert_result(&result);
         changed = true;
     }
     for (index, trial_state) in observed.observation.trials().iter().enumerate() {
@@ -502,9 +500,7 @@ async fn record_finished(
         let record = infra_result(run, prepared, index, attempt, job, at, reason, &detail);
         put_result(store, prepared, &record).await?;
         ctx.metrics.attempt_infra_failed(key, reason.as_str());
-        let mut record = record;
-        compact_result(&mut record);
-        stored.insert_result(record);
+        stored.insert_result(&record);
         changed = true;
     }
     if changed {
@@ -711,9 +707,7 @@ async fn start_trials(
                 put_result(&prepared.store, prepared, &record).await?;
                 ctx.event(run, true, "TrialNotStarted", format!("task {}: {e}", record.task_id)).await;
                 ctx.metrics.attempt_infra_failed(key, InfraReason::Other.as_str());
-                let mut record = record;
-                compact_result(&mut record);
-                state.stored.as_mut().expect("stored").insert_result(record);
+                state.stored.as_mut().expect("stored").insert_result(&record);
                 state.summary_dirty = true;
                 continue;
             }
@@ -765,7 +759,7 @@ fn needing_verdicts<'a>(
     prepared: &'a PreparedRun,
     state: &'a RunState,
     max_attempts: u32,
-) -> impl Iterator<Item = (usize, &'a TrialResult)> + 'a {
+) -> impl Iterator<Item = (usize, &'a HeldResult)> + 'a {
     let stored = state.stored.as_ref().expect("stored");
     let judged = prepared.scorer.is_some();
     prepared.plan.trials.iter().enumerate().filter_map(move |(index, trial)| {
@@ -791,29 +785,34 @@ async fn judge_reviews(
         return true;
     }
     let max_attempts = prepared.max_attempts(&run.spec);
-    let batch: Vec<(usize, TrialResult)> = needing_verdicts(prepared, state, max_attempts)
+    let batch: Vec<(usize, u32)> = needing_verdicts(prepared, state, max_attempts)
         .take(ctx.settings.judge_batch.max(1))
-        .map(|(i, r)| (i, r.clone()))
+        .map(|(i, r)| (i, r.attempt))
         .collect();
     if batch.is_empty() {
         return true;
     }
     // Collected first: a lazy iterator borrowing `prepared` inside the stream trips rustc's
     // `Send` inference for the reconcile future.
-    let jobs: Vec<_> = batch.into_iter().map(|(index, result)| judge_one(prepared.clone(), index, result)).collect();
-    let outcomes: Vec<(TrialResult, Result<Verdicts, String>)> =
+    let jobs: Vec<_> = batch.into_iter().map(|(index, attempt)| judge_one(prepared.clone(), index, attempt)).collect();
+    let outcomes: Vec<(usize, u32, Result<Verdicts, String>)> =
         stream::iter(jobs).buffer_unordered(ctx.settings.judge_concurrency.max(1)).collect().await;
 
     let mut failures = Vec::new();
-    for (result, verdicts) in outcomes {
+    for (index, attempt, verdicts) in outcomes {
+        let trial = &prepared.plan.trials[index];
         match verdicts {
             Ok(mut verdicts) => {
-                record_judge_metrics(ctx, key, &result, &verdicts);
+                let variant = &prepared.plan.variants[trial.variant as usize];
+                record_judge_metrics(ctx, key, &variant.name, &verdicts);
                 compact_verdicts(&mut verdicts);
-                state.stored.as_mut().expect("stored").insert_verdicts(&result.trial_id, result.attempt, verdicts);
+                state.stored.as_mut().expect("stored").insert_verdicts(&trial.id, attempt, verdicts);
                 state.summary_dirty = true;
             }
-            Err(e) => failures.push(format!("{} (trial {}): {e}", result.task_id, result.trial_id)),
+            Err(e) => {
+                let task = &prepared.tasks[trial.task as usize].task.id;
+                failures.push(format!("{task} (trial {}): {e}", trial.id));
+            }
         }
     }
     if !failures.is_empty() {
@@ -835,17 +834,15 @@ async fn judge_reviews(
     awaiting_judges(prepared, state, max_attempts) == 0
 }
 
-/// Judges one stored review and stores its verdicts.
-async fn judge_one(
-    prepared: Arc<PreparedRun>,
-    index: usize,
-    result: TrialResult,
-) -> (TrialResult, Result<Verdicts, String>) {
-    let Some(scorer) = prepared.scorer.as_ref() else { return (result, Err("the run has no judges".into())) };
+/// Judges the stored review of attempt `attempt` of planned trial `index` and stores its verdicts.
+async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> (usize, u32, Result<Verdicts, String>) {
+    let Some(scorer) = prepared.scorer.as_ref() else { return (index, attempt, Err("the run has no judges".into())) };
     let store = &prepared.store;
-    let task = &prepared.tasks[prepared.plan.trials[index].task as usize];
-    let findings_key = prepared.layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "findings.json");
-    let verdicts_key = prepared.layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "verdicts.json");
+    let trial = &prepared.plan.trials[index];
+    let task = &prepared.tasks[trial.task as usize];
+    let variant_id = &prepared.plan.variants[trial.variant as usize].id;
+    let findings_key = prepared.layout.artifact(variant_id, &trial.id, attempt, "findings.json");
+    let verdicts_key = prepared.layout.artifact(variant_id, &trial.id, attempt, "verdicts.json");
     let verdicts = async {
         let bytes = store
             .get(&findings_key)
@@ -860,17 +857,17 @@ async fn judge_one(
         Ok::<_, String>(verdicts)
     }
     .await;
-    (result, verdicts)
+    (index, attempt, verdicts)
 }
 
-fn record_judge_metrics(ctx: &Context, key: &RunKey, result: &TrialResult, verdicts: &Verdicts) {
+fn record_judge_metrics(ctx: &Context, key: &RunKey, variant: &str, verdicts: &Verdicts) {
     let spend = verdicts.spend();
     let judge_model = match verdicts {
         Verdicts::CrBugBench(v) => v.judges.join(","),
         _ => "judge".to_string(),
     };
     let cost = (spend.unpriced_calls == 0).then_some(spend.cost_usd);
-    ctx.metrics.usage(key, &result.variant, &judge_model, Role::Judge, &spend.usage, cost, u64::from(spend.calls));
+    ctx.metrics.usage(key, variant, &judge_model, Role::Judge, &spend.usage, cost, u64::from(spend.calls));
     match verdicts {
         Verdicts::CrBugBench(v) => {
             let mut by_judge: HashMap<&str, (u64, u64)> = HashMap::new();

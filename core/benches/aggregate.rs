@@ -238,7 +238,7 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 track: None,
                 difficulty: None,
                 truth_items: run.human_comments[task],
-                result: Some(std::sync::Arc::new(result)),
+                result: Some(std::sync::Arc::new(lightsout_core::stored::HeldResult::from(&result))),
                 verdicts: Some(std::sync::Arc::new(Verdicts::CrBugBench(verdicts))),
             });
         }

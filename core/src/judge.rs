@@ -109,8 +109,9 @@ pub struct TrialVerdicts {
     pub calls: u32,
     /// Set only in memory by [`crate::stored::compact_verdicts`], which drops `votes` and
     /// `decisions`: the votes as the rating matrix the judge-agreement statistics read.
+    /// Boxed: most verdicts never hold it, and it would make every verdict larger.
     #[serde(skip)]
-    pub held_ratings: Option<PanelRatings>,
+    pub held_ratings: Option<Box<PanelRatings>>,
 }
 
 /// A panel's votes as a rating matrix: one row per judged (finding, ground-truth item) pair, in
@@ -154,7 +155,7 @@ impl TrialVerdicts {
     /// are left out.
     pub fn ratings(&self) -> PanelRatings {
         if let Some(held) = &self.held_ratings {
-            return held.clone();
+            return (**held).clone();
         }
         let judges = self.judges.len();
         if judges == 0 {

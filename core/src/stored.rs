@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::dataset::LoadedTask;
+use crate::model::Usage;
 use crate::plan::PlannedTrial;
 use crate::results::{ResultStore, RunLayout};
 use crate::scoring::Verdicts;
@@ -22,20 +23,64 @@ const SCAN_CONCURRENCY: usize = 32;
 #[derive(Debug, Default)]
 pub struct StoredRun {
     pub trials: HashMap<String, StoredTrial>,
+    /// Duration sums and counts of finished, non-infrastructure attempts per (variant id, task
+    /// id): the expected durations the next plan orders trials by.
+    durations: HashMap<(String, String), (u64, u64)>,
 }
 
 #[derive(Debug, Default)]
 pub struct StoredTrial {
     /// Finished attempts by number.
     /// Shared with the summary's records, so a 100,000-trial run holds each result once.
-    pub results: BTreeMap<u32, Arc<TrialResult>>,
+    pub results: BTreeMap<u32, Arc<HeldResult>>,
     pub verdicts: BTreeMap<u32, Arc<Verdicts>>,
+}
+
+/// What scheduling and the summary read of an attempt's `result.json`, held in memory for every
+/// attempt of a run (a controller holds 100,000 of them): about a fifth of a [`TrialResult`].
+/// The ids it leaves out are the planned trial's; anything else is read from the store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldResult {
+    pub attempt: u32,
+    pub outcome: Outcome,
+    /// An error's leading reason with its colon (`Evicted:` of `Evicted: the node …`), which
+    /// tells an infrastructure failure's kind; the rest of the text is in the store.
+    pub error: Option<Box<str>>,
+    pub finished_at: chrono::DateTime<chrono::Utc>,
+    pub duration_ms: u64,
+    pub usage: Usage,
+    pub cost_usd: Option<f64>,
+    pub model_calls: u32,
+    pub findings: u32,
+    pub review_words: u32,
+    pub scripted_model: bool,
+}
+
+impl From<&TrialResult> for HeldResult {
+    fn from(result: &TrialResult) -> HeldResult {
+        HeldResult {
+            attempt: result.attempt,
+            outcome: result.outcome,
+            error: result.error.as_deref().map(|error| {
+                let keep = error.find(':').map_or(0, |i| i + 1);
+                Box::from(&error[..keep])
+            }),
+            finished_at: result.finished_at,
+            duration_ms: result.duration_ms,
+            usage: result.usage,
+            cost_usd: result.cost_usd,
+            model_calls: result.model_calls,
+            findings: result.findings,
+            review_words: result.review_words,
+            scripted_model: result.scripted_model,
+        }
+    }
 }
 
 impl StoredRun {
     /// The trial's final result: its last finished attempt, unless that one was an
     /// infrastructure failure with attempts left.
-    pub fn final_result(&self, trial: &str, max_attempts: u32) -> Option<&TrialResult> {
+    pub fn final_result(&self, trial: &str, max_attempts: u32) -> Option<&HeldResult> {
         let (number, last) = self.trials.get(trial)?.results.last_key_value()?;
         let last = last.as_ref();
         (last.outcome != Outcome::InfraFailed || *number >= max_attempts).then_some(last)
@@ -65,15 +110,7 @@ impl StoredRun {
 
     /// Mean duration of the finished, non-infrastructure attempts per (variant id, task id).
     pub fn mean_durations(&self) -> HashMap<(String, String), u64> {
-        let mut sums: HashMap<(String, String), (u64, u64)> = HashMap::new();
-        for result in self.trials.values().flat_map(|t| t.results.values()) {
-            if result.outcome.is_scored() {
-                let entry = sums.entry((result.variant_id.clone(), result.task_id.clone())).or_default();
-                entry.0 += result.duration_ms;
-                entry.1 += 1;
-            }
-        }
-        sums.into_iter().map(|(key, (sum, n))| (key, sum / n)).collect()
+        self.durations.iter().map(|(key, (sum, n))| (key.clone(), sum / n)).collect()
     }
 
     /// Spend recorded so far: every finished attempt, infrastructure failures included (their
@@ -89,30 +126,30 @@ impl StoredRun {
     }
 
     /// [`StoredRun::final_result`], shared.
-    fn final_result_shared(&self, trial: &str, max_attempts: u32) -> Option<Arc<TrialResult>> {
+    fn final_result_shared(&self, trial: &str, max_attempts: u32) -> Option<Arc<HeldResult>> {
         let (number, last) = self.trials.get(trial)?.results.last_key_value()?;
         (last.outcome != Outcome::InfraFailed || *number >= max_attempts).then(|| last.clone())
     }
 
-    /// Drops from every held result and verdict what scheduling and the summary never read (see
-    /// [`compact_result`] and [`compact_verdicts`]): a controller holds every result and verdict
-    /// of a 100,000-trial run. The stored files are untouched; anything that needs a whole
-    /// result or verdict reads it from the store.
+    /// Drops from every held verdict what the summary never reads (see [`compact_verdicts`]): a
+    /// controller holds every verdict of a 100,000-trial run. The stored files are untouched.
     pub fn compact(&mut self) {
         for trial in self.trials.values_mut() {
-            for result in trial.results.values_mut() {
-                compact_result(Arc::make_mut(result));
-            }
             for verdicts in trial.verdicts.values_mut() {
                 compact_verdicts(Arc::make_mut(verdicts));
             }
         }
     }
 
-    /// Records an attempt's result (one just stored, or read back).
-    pub fn insert_result(&mut self, result: TrialResult) {
+    /// Records an attempt's result (one just stored, or read back), held as a [`HeldResult`].
+    pub fn insert_result(&mut self, result: &TrialResult) {
+        if result.outcome.is_scored() {
+            let entry = self.durations.entry((result.variant_id.clone(), result.task_id.clone())).or_default();
+            entry.0 += result.duration_ms;
+            entry.1 += 1;
+        }
         let trial = self.trials.entry(result.trial_id.clone()).or_default();
-        trial.results.insert(result.attempt, Arc::new(result));
+        trial.results.insert(result.attempt, Arc::new(HeldResult::from(result)));
     }
 
     /// Records an attempt's verdicts.
@@ -167,28 +204,32 @@ impl StoredRun {
         // `store` make the caller's future fail rustc's `Send` inference (a known limitation).
         let mut wanted = wanted.collect::<Vec<_>>().into_iter();
         let mut reading = FuturesUnordered::new();
-        let mut files = Vec::new();
+        let mut state = StoredRun::default();
         loop {
             while reading.len() < SCAN_CONCURRENCY {
                 let Some(item) = wanted.next() else { break };
                 reading.push(read_stored(store, item));
             }
-            match reading.next().await {
-                Some(file) => files.push(file?),
-                None => break,
-            }
-        }
-        let mut state = StoredRun::default();
-        for (trial, number, is_result, key, bytes) in files {
-            let entry = state.trials.entry(trial).or_default();
+            // Each file is parsed and reduced as it arrives: a big run's files are never all in
+            // memory at once.
+            let Some(file) = reading.next().await else { break };
+            let (trial, number, is_result, key, bytes) = file?;
             if is_result {
                 let result: TrialResult = serde_json::from_slice(&bytes)
                     .with_context(|| format!("{} is not a valid trial result", store.uri(&key)))?;
-                entry.results.insert(number, Arc::new(result));
+                if result.trial_id != trial || result.attempt != number {
+                    anyhow::bail!(
+                        "{} holds trial {} attempt {}, not the trial and attempt of its path",
+                        store.uri(&key),
+                        result.trial_id,
+                        result.attempt
+                    );
+                }
+                state.insert_result(&result);
             } else {
                 let verdicts: Verdicts = serde_json::from_slice(&bytes)
                     .with_context(|| format!("{} is not a valid verdicts file", store.uri(&key)))?;
-                entry.verdicts.insert(number, Arc::new(verdicts));
+                state.trials.entry(trial).or_default().verdicts.insert(number, Arc::new(verdicts));
             }
         }
         Ok(state)
@@ -215,7 +256,7 @@ async fn read_stored<S: ResultStore>(
 pub fn compact_verdicts(verdicts: &mut Verdicts) {
     match verdicts {
         Verdicts::CrBugBench(panel) => {
-            panel.held_ratings = Some(panel.ratings());
+            panel.held_ratings = Some(Box::new(panel.ratings()));
             panel.votes = Vec::new();
             panel.decisions = Vec::new();
         }
@@ -230,33 +271,12 @@ pub fn compact_verdicts(verdicts: &mut Verdicts) {
     }
 }
 
-/// Drops from a held result what scheduling and the summary never read: the schema, run, model
-/// and provider names, the prompt hash, the harness versions, the trajectory summary, and the
-/// text of errors after their leading reason. The variant, trial and task ids and every figure
-/// the summary reads stay.
-pub fn compact_result(result: &mut TrialResult) {
-    result.schema = String::new();
-    result.run = String::new();
-    result.model = String::new();
-    result.provider = String::new();
-    result.harness.version = String::new();
-    result.prompt_sha256 = String::new();
-    result.harness_version_reported = None;
-    result.trajectory = None;
-    if let Some(error) = result.error.as_mut() {
-        // Keep the reason an infrastructure failure starts with (`Evicted: …` → `Evicted:`).
-        let keep = error.find(':').map_or(0, |i| i + 1).min(error.len());
-        error.truncate(keep);
-        error.shrink_to_fit();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn compacting_keeps_what_scheduling_and_the_summary_read() {
+    fn a_held_result_keeps_what_scheduling_and_the_summary_read() {
         let json = serde_json::json!({
             "schema": "lightsout.dev/trial-result/v1", "run": "r", "variant_id": "v1", "variant": "m/low",
             "trial_id": "t1", "task_id": "task", "repeat": 0, "attempt": 2, "outcome": "infra-failed",
@@ -265,26 +285,27 @@ mod tests {
             "model": "m", "provider": "p", "prompt_sha256": "ab".repeat(32),
             "started_at": "2026-12-01T08:00:00Z", "finished_at": "2026-12-01T08:10:00Z", "duration_ms": 600000,
             "usage": {"input_tokens": 10, "output_tokens": 2, "cached_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0},
-            "cost_usd": 0.5, "model_calls": 3, "findings": 4, "review_words": 50,
+            "cost_usd": 0.5, "model_calls": 3, "findings": 4, "review_words": 50, "scripted_model": true,
         });
         let full: TrialResult = serde_json::from_value(json).unwrap();
-        let mut compact = full.clone();
-        compact_result(&mut compact);
-        assert_eq!(compact.error.as_deref(), Some("Evicted:"));
-        assert!(compact.schema.is_empty() && compact.run.is_empty() && compact.prompt_sha256.is_empty());
-        let kept = |r: &TrialResult| {
-            (r.variant_id.clone(), r.variant.clone(), r.trial_id.clone(), r.task_id.clone(), r.attempt, r.outcome)
-        };
-        assert_eq!(kept(&compact), kept(&full));
+        let held = HeldResult::from(&full);
+        assert_eq!(held.error.as_deref(), Some("Evicted:"));
+        assert_eq!((held.attempt, held.outcome, held.finished_at), (full.attempt, full.outcome, full.finished_at));
+        assert_eq!((held.usage, held.cost_usd, held.duration_ms), (full.usage, full.cost_usd, full.duration_ms));
         assert_eq!(
-            (compact.usage, compact.cost_usd, compact.duration_ms),
-            (full.usage, full.cost_usd, full.duration_ms)
+            (held.findings, held.review_words, held.model_calls, held.scripted_model),
+            (full.findings, full.review_words, full.model_calls, full.scripted_model)
         );
-        assert_eq!(
-            (compact.findings, compact.review_words, compact.model_calls),
-            (full.findings, full.review_words, full.model_calls)
-        );
-        assert_eq!(compact.finished_at, full.finished_at);
+        assert!(std::mem::size_of::<HeldResult>() * 4 <= std::mem::size_of::<TrialResult>());
+
+        // The run keeps the attempt under its trial, and its duration only when it counts.
+        let mut run = StoredRun::default();
+        run.insert_result(&full);
+        assert!(run.has_result("t1", 2) && run.mean_durations().is_empty());
+        let ok = TrialResult { attempt: 3, outcome: Outcome::Ok, error: None, ..full };
+        run.insert_result(&ok);
+        assert_eq!(run.final_result("t1", 3).map(|r| r.attempt), Some(3));
+        assert_eq!(run.mean_durations()[&("v1".to_string(), "task".to_string())], 600_000);
     }
 
     #[test]
@@ -318,8 +339,8 @@ mod tests {
         assert_eq!(compact.spend(), full.spend());
     }
 
-    /// The summary of compacted results and verdicts is the summary of the full ones, bit for
-    /// bit: recall@k with intervals, judge agreement, comparisons, spend, latency.
+    /// The summary of compacted verdicts is the summary of the full ones, bit for bit: recall@k
+    /// with intervals, judge agreement, comparisons, spend, latency.
     #[test]
     fn a_summary_of_compacted_records_equals_the_summary_of_full_ones() {
         use crate::summary::{summarise_run, DatasetSummary, RunIdentity, ScoringSettings};
@@ -395,7 +416,7 @@ mod tests {
                         difficulty: None,
                         truth_items: 2,
                         verdicts: (outcome == "ok").then(|| Arc::new(verdicts)),
-                        result: Some(Arc::new(result)),
+                        result: Some(Arc::new(HeldResult::from(&result))),
                     });
                 }
             }
@@ -404,11 +425,6 @@ mod tests {
             .iter()
             .map(|r| {
                 let mut r = r.clone();
-                r.result = r.result.map(|x| {
-                    let mut x = (*x).clone();
-                    compact_result(&mut x);
-                    Arc::new(x)
-                });
                 r.verdicts = r.verdicts.map(|x| {
                     let mut x = (*x).clone();
                     compact_verdicts(&mut x);

@@ -34,7 +34,7 @@ use crate::swe_prbench::{
     self, AgentOutputStatus, PrOutcome, ProtocolReading, ScoreInput, SimilarityKind, SwePrBenchAggregate,
     SWE_PRBENCH_JUDGE_PROMPT_VERSION,
 };
-use crate::trial::{Outcome, TrialResult};
+use crate::trial::Outcome;
 
 pub const SUMMARY_SCHEMA: &str = "lightsout.dev/summary/v1";
 
@@ -198,7 +198,7 @@ pub struct TrialRecord {
     /// Ground-truth items of the task (SWE-PRBench: human comments, the PR's weight).
     pub truth_items: u32,
     /// The final attempt's result, if the trial has finished (shared with the stored run's).
-    pub result: Option<Arc<TrialResult>>,
+    pub result: Option<Arc<crate::stored::HeldResult>>,
     pub verdicts: Option<Arc<Verdicts>>,
 }
 

@@ -25,7 +25,7 @@ use lightsout_core::scoring::{Scorer, Verdicts};
 use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
 use lightsout_core::stored::StoredRun;
 use lightsout_core::summary::{self, DatasetSummary, RunIdentity, RunSummary};
-use lightsout_core::trial::{Outcome, TrialResult};
+use lightsout_core::trial::Outcome;
 use lightsout_core::validate::spec_hash;
 use lightsout_core::workspace;
 use lightsout_s3::S3Credentials;
@@ -238,7 +238,8 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                 (&spent, &budget_hit, &state, &store, &layout, &client, &providers, &scorer, &config.pricing);
             let (installed, dataset_file, sandbox) = (&installed, &dataset_file, &config.sandbox);
             async move {
-                let mut final_result = state.final_result(&planned.id, max_attempts).cloned();
+                // The final attempt's (outcome, number).
+                let mut final_result = state.final_result(&planned.id, max_attempts).map(|r| (r.outcome, r.attempt));
                 if final_result.is_none() {
                     // Suspended runs start nothing new; finished reviews are still judged.
                     if spec.suspend {
@@ -322,15 +323,16 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                             task: loaded.task.id.clone(),
                             outcome: result.outcome,
                         });
-                        final_result = Some(result);
+                        final_result = Some((result.outcome, result.attempt));
                         break;
                     }
                 }
-                let (Some(result), Some(scorer)) = (final_result, scorer) else { return };
-                if result.outcome != Outcome::Ok || state.has_verdicts(&planned.id, result.attempt) {
+                let (Some((outcome, attempt)), Some(scorer)) = (final_result, scorer) else { return };
+                if outcome != Outcome::Ok || state.has_verdicts(&planned.id, attempt) {
                     return;
                 }
-                match judge_trial(store, layout, scorer, &result, loaded).await {
+                let attempt_dir = (variant.id.as_str(), planned.id.as_str(), attempt);
+                match judge_trial(store, layout, scorer, attempt_dir, loaded).await {
                     Ok(verdicts) => *spent.lock().expect("lock") += verdicts.spend().cost_usd,
                     Err(e) => on_event(Event::JudgingFailed {
                         variant: variant.name.clone(),
@@ -369,15 +371,15 @@ async fn judge_trial<S: ResultStore>(
     store: &S,
     layout: &RunLayout,
     scorer: &Scorer,
-    result: &TrialResult,
+    (variant_id, trial_id, attempt): (&str, &str, u32),
     task: &LoadedTask,
 ) -> anyhow::Result<Verdicts> {
-    let findings_key = layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "findings.json");
+    let findings_key = layout.artifact(variant_id, trial_id, attempt, "findings.json");
     let bytes = store.get(&findings_key).await?.with_context(|| format!("{findings_key} is missing"))?;
     let parsed: ParsedReview =
         serde_json::from_slice(&bytes).with_context(|| format!("{findings_key} is not valid"))?;
     let verdicts = scorer.score(task, &parsed).await?;
-    let key = layout.artifact(&result.variant_id, &result.trial_id, result.attempt, "verdicts.json");
+    let key = layout.artifact(variant_id, trial_id, attempt, "verdicts.json");
     store.put(&key, &serde_json::to_vec_pretty(&verdicts)?).await?;
     Ok(verdicts)
 }
