@@ -248,8 +248,9 @@ async fn read_stored<S: ResultStore>(
 }
 
 /// Reduces verdicts to what the summary reads: CRBugBench votes become their rating matrix
-/// (one byte a vote, [`crate::judge::PanelRatings`]) and the pair decisions go (the first hit
-/// rank and the caught items stay); SWE-PRBench verdicts lose the agent comments, the matches,
+/// (one byte a vote, [`crate::judge::PanelRatings`], which also knows the panel's size), and the
+/// pair decisions, the caught items, the judges' names and the prompt version go (the first hit
+/// rank and the spend stay); SWE-PRBench verdicts lose the agent comments, the matches,
 /// the diff statistics and the judge's raw answer (the human comments, which give the first hit
 /// rank, and the scores stay). Everything dropped is in `verdicts.json`, for audits and
 /// re-scoring; a verdict's votes and comments are most of its bytes.
@@ -259,6 +260,9 @@ pub fn compact_verdicts(verdicts: &mut Verdicts) {
             panel.held_ratings = Some(Box::new(panel.ratings()));
             panel.votes = Vec::new();
             panel.decisions = Vec::new();
+            panel.caught = BTreeMap::new();
+            panel.judges = Vec::new();
+            panel.prompt_version = String::new();
         }
         Verdicts::SwePrBench(pr) => {
             if let Some(judge) = pr.judge.as_mut() {
@@ -334,7 +338,7 @@ mod tests {
         assert_eq!(after.ratings(), before.ratings());
         let rows: Vec<_> = after.ratings().rows(4).collect();
         assert_eq!(rows, [vec![Some(0), Some(0), Some(1), None], vec![Some(1), Some(1), None, None]]);
-        assert_eq!((&after.caught, after.first_hit_rank), (&before.caught, before.first_hit_rank));
+        assert_eq!(after.first_hit_rank, before.first_hit_rank);
         assert_eq!([1, 2, 3].map(|k| compact.hit_at(k)), [false, true, true]);
         assert_eq!(compact.spend(), full.spend());
     }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{ContextConfig, EvaluationRunSpec, ScoringProtocol, Track};
-use crate::judge::TrialVerdicts;
+use crate::judge::{PanelRatings, TrialVerdicts};
 use crate::model::Usage;
 use crate::plan::Variant;
 use crate::scoring::Verdicts;
@@ -475,12 +475,12 @@ fn no_review_outcome(record: &TrialRecord, settings: &ScoringSettings) -> Option
 /// Fleiss' kappa and pairwise agreement over every judged (finding, item) pair of `panels`;
 /// `None` with fewer than two judges.
 fn panel_agreement(panels: &[&TrialVerdicts], variant: &Variant, notices: &mut Vec<String>) -> Option<Agreement> {
-    let judges = panels.iter().map(|p| p.judges.len()).max()?;
+    let ratings: Vec<PanelRatings> = panels.iter().map(|p| p.ratings()).collect();
+    let judges = ratings.iter().map(|r| r.judges).max()?;
     if judges < 2 {
         return None;
     }
-    let items: Vec<Vec<Option<u32>>> =
-        panels.iter().flat_map(|panel| panel.ratings().rows(judges).collect::<Vec<_>>()).collect();
+    let items: Vec<Vec<Option<u32>>> = ratings.iter().flat_map(|r| r.rows(judges)).collect();
     match stats::agreement(&items) {
         Ok(agreement) => Some(agreement),
         Err(e) => {
