@@ -23,6 +23,14 @@ fn the_chart_ships_the_same_crd() {
 }
 
 #[test]
+fn the_schedule_crd_matches_the_types_in_crds_and_the_chart() {
+    for path in ["crds/evaluationschedule.yaml", "charts/lightsout/crds/evaluationschedule.yaml"] {
+        let output = common::lightsout(&["crdgen", "--kind", "schedule", "-o", path, "--check"]);
+        assert!(output.status.success(), "{path} has drifted from core/src/api: {}", common::stderr(&output));
+    }
+}
+
+#[test]
 fn drift_is_detected() {
     let dir = tempfile::tempdir().unwrap();
     let stale = dir.path().join("crd.yaml");

@@ -1,5 +1,7 @@
 //! Kubernetes API types: what users `kubectl apply` and what the controller writes back.
 
 mod evaluation_run;
+mod evaluation_schedule;
 
 pub use evaluation_run::*;
+pub use evaluation_schedule::*;
