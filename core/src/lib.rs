@@ -2,6 +2,7 @@
 //! trial planning, judging, scoring, results) used by the CLI, the worker and the controller.
 
 pub mod api;
+pub mod compare;
 pub mod compress;
 pub mod dataset;
 pub mod duration;
@@ -14,6 +15,7 @@ pub mod plan;
 pub mod pod_job;
 pub mod pricing;
 pub mod prompts;
+pub mod report;
 pub mod results;
 pub mod scoring;
 pub mod scripted;

@@ -26,6 +26,17 @@ pub struct StoredRun {
     /// Duration sums and counts of finished, non-infrastructure attempts per (variant id, task
     /// id): the expected durations the next plan orders trials by.
     durations: HashMap<(String, String), (u64, u64)>,
+    /// Each trial's (variant id, task id, repeat), kept only by [`StoredRun::scan_identified`]:
+    /// what pairs trials across runs without a plan (`lightsout compare`).
+    pub identities: Option<HashMap<String, TrialIdentity>>,
+}
+
+/// Which variant, task and repeat a stored trial is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrialIdentity {
+    pub variant_id: String,
+    pub task_id: String,
+    pub repeat: u32,
 }
 
 #[derive(Debug, Default)]
@@ -54,6 +65,31 @@ pub struct HeldResult {
     pub findings: u32,
     pub review_words: u32,
     pub scripted_model: bool,
+    /// The trajectory in brief (agentic harnesses); boxed, so a result without one costs a
+    /// pointer.
+    pub trajectory: Option<Box<HeldTrajectory>>,
+}
+
+/// What the summary reads of a result's [`crate::trial::TrajectorySummary`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldTrajectory {
+    pub turns: u32,
+    pub tool_calls: u32,
+    /// Tool calls by action kind, in [`crate::trajectory::Action::ALL`]'s order; a kind this
+    /// version does not know counts as `other`.
+    pub action_mix: [u32; 6],
+}
+
+impl From<&crate::trial::TrajectorySummary> for HeldTrajectory {
+    fn from(summary: &crate::trial::TrajectorySummary) -> HeldTrajectory {
+        use crate::trajectory::Action;
+        let mut action_mix = [0u32; 6];
+        for (kind, calls) in &summary.action_mix {
+            let i = Action::ALL.iter().position(|a| a.as_str() == kind).unwrap_or(Action::ALL.len() - 1);
+            action_mix[i] = action_mix[i].saturating_add(*calls);
+        }
+        HeldTrajectory { turns: summary.turns, tool_calls: summary.tool_calls, action_mix }
+    }
 }
 
 impl From<&TrialResult> for HeldResult {
@@ -73,6 +109,7 @@ impl From<&TrialResult> for HeldResult {
             findings: result.findings,
             review_words: result.review_words,
             scripted_model: result.scripted_model,
+            trajectory: result.trajectory.as_ref().map(|t| Box::new(HeldTrajectory::from(t))),
         }
     }
 }
@@ -176,6 +213,7 @@ impl StoredRun {
                     repeat: t.repeat,
                     track: loaded.task.track,
                     difficulty: loaded.task.difficulty.clone(),
+                    language: loaded.task.language.clone(),
                     truth_items: loaded.truth.items().len() as u32,
                     result,
                     verdicts,
@@ -188,6 +226,19 @@ impl StoredRun {
     /// (`runs/<run>/<variant>/<trial>/attempt-<n>/<file>`), several at a time. A file that does
     /// not parse is an error naming it.
     pub async fn scan<S: ResultStore>(store: &S, layout: &RunLayout) -> anyhow::Result<StoredRun> {
+        Self::scan_keeping(store, layout, false).await
+    }
+
+    /// [`StoredRun::scan`], also keeping every trial's identity ([`StoredRun::identities`]).
+    pub async fn scan_identified<S: ResultStore>(store: &S, layout: &RunLayout) -> anyhow::Result<StoredRun> {
+        Self::scan_keeping(store, layout, true).await
+    }
+
+    async fn scan_keeping<S: ResultStore>(
+        store: &S,
+        layout: &RunLayout,
+        identities: bool,
+    ) -> anyhow::Result<StoredRun> {
         let keys = store.list(&layout.run_dir()).await?;
         let wanted = keys.into_iter().filter_map(|key| {
             let parts: Vec<&str> = key.split('/').collect();
@@ -204,7 +255,7 @@ impl StoredRun {
         // `store` make the caller's future fail rustc's `Send` inference (a known limitation).
         let mut wanted = wanted.collect::<Vec<_>>().into_iter();
         let mut reading = FuturesUnordered::new();
-        let mut state = StoredRun::default();
+        let mut state = StoredRun { identities: identities.then(HashMap::new), ..StoredRun::default() };
         loop {
             while reading.len() < SCAN_CONCURRENCY {
                 let Some(item) = wanted.next() else { break };
@@ -224,6 +275,13 @@ impl StoredRun {
                         result.trial_id,
                         result.attempt
                     );
+                }
+                if let Some(identities) = state.identities.as_mut() {
+                    identities.entry(result.trial_id.clone()).or_insert_with(|| TrialIdentity {
+                        variant_id: result.variant_id.clone(),
+                        task_id: result.task_id.clone(),
+                        repeat: result.repeat,
+                    });
                 }
                 state.insert_result(&result);
             } else {
@@ -418,6 +476,7 @@ mod tests {
                         repeat,
                         track: None,
                         difficulty: None,
+                        language: None,
                         truth_items: 2,
                         verdicts: (outcome == "ok").then(|| Arc::new(verdicts)),
                         result: Some(Arc::new(HeldResult::from(&result))),
