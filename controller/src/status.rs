@@ -365,11 +365,16 @@ fn verdicts(observed: &Observed, trials: &TrialCounts, spend: &Spend) -> Vec<Ver
 
 /// A `metav1.Time` for `at`, truncated to whole seconds: that is all the API server stores, so
 /// a time read back compares equal to the one computed.
-fn to_time(at: chrono::DateTime<chrono::Utc>) -> Time {
+pub fn to_time(at: chrono::DateTime<chrono::Utc>) -> Time {
     let seconds = at.timestamp();
     let timestamp =
         Timestamp::from_second(seconds).unwrap_or(if seconds < 0 { Timestamp::MIN } else { Timestamp::MAX });
     Time(timestamp)
+}
+
+/// The instant of a `metav1.Time`.
+pub fn from_time(time: &Time) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(time.0.as_second(), time.0.subsec_nanosecond().max(0) as u32).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -405,6 +410,8 @@ mod tests {
             recall: recall.iter().map(|(k, r)| (k.to_string(), *r)).collect(),
             recall_interval: BTreeMap::new(),
             recall_by_track: BTreeMap::new(),
+            recall_by_difficulty: BTreeMap::new(),
+            recall_by_language: BTreeMap::new(),
             findings_per_review: None,
             words_per_review: None,
             judge_agreement: None,
@@ -414,6 +421,7 @@ mod tests {
             spend: SpendSummary { agent_usd: total_usd, judge_usd: 0.0, total_usd, unpriced_calls: 0 },
             agent_usd_per_trial: None,
             latency_ms: None,
+            trajectory: None,
         }
     }
 

@@ -237,6 +237,7 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 repeat: 0,
                 track: None,
                 difficulty: None,
+                language: None,
                 truth_items: run.human_comments[task],
                 result: Some(std::sync::Arc::new(lightsout_core::stored::HeldResult::from(&result))),
                 verdicts: Some(std::sync::Arc::new(Verdicts::CrBugBench(verdicts))),

@@ -140,6 +140,12 @@ pub struct VariantSummary {
     pub recall_interval: BTreeMap<String, Interval>,
     /// recall@k by track, then k.
     pub recall_by_track: BTreeMap<String, BTreeMap<String, f64>>,
+    /// recall@k by task difficulty, then k (tasks the dataset gives no difficulty are left out).
+    #[serde(default)]
+    pub recall_by_difficulty: BTreeMap<String, BTreeMap<String, f64>>,
+    /// recall@k by task language, then k (tasks the dataset gives no language are left out).
+    #[serde(default)]
+    pub recall_by_language: BTreeMap<String, BTreeMap<String, f64>>,
     pub findings_per_review: Option<f64>,
     pub words_per_review: Option<f64>,
     /// CRBugBench panels of two or more judges: how much the judges agreed.
@@ -155,6 +161,25 @@ pub struct VariantSummary {
     pub agent_usd_per_trial: Option<f64>,
     /// Trial wall-clock duration quantiles over finished, non-infrastructure trials.
     pub latency_ms: Option<Quantiles>,
+    /// What the agent did (agentic harnesses): over the finished, non-infrastructure trials
+    /// whose result carries a trajectory; absent when none does (e.g. the single-shot harness).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trajectory: Option<TrajectoryStats>,
+}
+
+/// A variant's trajectories in brief, from each trial's `result.json` `trajectory`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrajectoryStats {
+    /// Trials with a trajectory: the figures below are over these.
+    pub trials: u32,
+    /// Mean turns (model calls of the agent loop) per trial, and their nearest-rank quantiles.
+    pub turns_per_trial: f64,
+    pub turns: Quantiles,
+    /// Mean tool calls per trial.
+    pub tool_calls_per_trial: f64,
+    /// Tool calls by action kind (`read`, `probe`, `write`, `execute`, `git`, `other`), summed
+    /// over the trials; every kind is present.
+    pub action_mix: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -195,6 +220,8 @@ pub struct TrialRecord {
     pub repeat: u32,
     pub track: Option<Track>,
     pub difficulty: Option<String>,
+    /// The task's language, as the dataset gives it.
+    pub language: Option<String>,
     /// Ground-truth items of the task (SWE-PRBench: human comments, the PR's weight).
     pub truth_items: u32,
     /// The final attempt's result, if the trial has finished (shared with the stored run's).
@@ -320,6 +347,7 @@ fn summarise_variant(
     let mut words = Vec::new();
     let mut scored: Vec<Scored> = Vec::new();
     let mut panels: Vec<&TrialVerdicts> = Vec::new();
+    let mut trajectories: Vec<&crate::stored::HeldTrajectory> = Vec::new();
 
     for record in records {
         let Some(result) = &record.result else {
@@ -343,6 +371,9 @@ fn summarise_variant(
             continue;
         }
         durations.push(result.duration_ms);
+        if let Some(trajectory) = &result.trajectory {
+            trajectories.push(trajectory);
+        }
         let (hits, pr) = match (result.outcome, &record.verdicts) {
             (Outcome::Ok, Some(verdicts)) => {
                 let hits = ks.iter().map(|k| verdicts.hit_at(*k)).collect();
@@ -382,6 +413,17 @@ fn summarise_variant(
             recall_by_track.insert(track.as_str().to_string(), recall_of(&rows));
         }
     }
+    let recall_by = |key: fn(&TrialRecord) -> Option<&str>| -> BTreeMap<String, BTreeMap<String, f64>> {
+        let mut groups: BTreeMap<&str, Vec<&Scored>> = BTreeMap::new();
+        for s in &scored {
+            if let Some(group) = key(s.record) {
+                groups.entry(group).or_default().push(s);
+            }
+        }
+        groups.into_iter().map(|(group, rows)| (group.to_string(), recall_of(&rows))).collect()
+    };
+    let recall_by_difficulty = recall_by(|r| r.difficulty.as_deref());
+    let recall_by_language = recall_by(|r| r.language.as_deref());
 
     // One set of task draws for every recall@k column and the composite.
     let mut columns: Vec<Vec<Cluster<&str>>> = vec![Vec::new(); ks.len()];
@@ -435,6 +477,8 @@ fn summarise_variant(
         recall: recall_of(&all),
         recall_interval,
         recall_by_track,
+        recall_by_difficulty,
+        recall_by_language,
         findings_per_review: mean(&findings),
         words_per_review: mean(&words),
         judge_agreement,
@@ -444,7 +488,28 @@ fn summarise_variant(
         agent_usd_per_trial: (finished_scored > 0).then(|| spend.agent_usd / finished_scored as f64),
         spend,
         latency_ms: quantiles(&mut durations),
+        trajectory: trajectory_stats(&trajectories),
     }
+}
+
+/// Turns, tool calls and the action mix over `trajectories`; `None` when there is none.
+fn trajectory_stats(trajectories: &[&crate::stored::HeldTrajectory]) -> Option<TrajectoryStats> {
+    let n = trajectories.len();
+    let mut turns: Vec<u64> = trajectories.iter().map(|t| u64::from(t.turns)).collect();
+    let turns_per_trial = mean(&turns.iter().map(|t| *t as f64).collect::<Vec<_>>())?;
+    let tool_calls: u64 = trajectories.iter().map(|t| u64::from(t.tool_calls)).sum();
+    let action_mix = crate::trajectory::Action::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, action)| (action.as_str().to_string(), trajectories.iter().map(|t| u64::from(t.action_mix[i])).sum()))
+        .collect();
+    Some(TrajectoryStats {
+        trials: n as u32,
+        turns_per_trial,
+        turns: quantiles(&mut turns)?,
+        tool_calls_per_trial: tool_calls as f64 / n as f64,
+        action_mix,
+    })
 }
 
 /// Under SWE-PRBench, a scored trial without a review (agent failure, timeout, trial budget)
@@ -601,5 +666,26 @@ mod tests {
         assert_eq!(quantiles(&mut v), Some(Quantiles { p50: 50, p95: 95 }));
         assert_eq!(quantiles(&mut [7]), Some(Quantiles { p50: 7, p95: 7 }));
         assert_eq!(quantiles(&mut []), None);
+    }
+
+    #[test]
+    fn trajectory_stats_average_turns_and_sum_the_action_mix() {
+        use crate::stored::HeldTrajectory;
+        use crate::trial::TrajectorySummary;
+        let a = HeldTrajectory { turns: 4, tool_calls: 6, action_mix: [3, 1, 0, 2, 0, 0] };
+        // A kind this version does not know counts as `other`.
+        let b = HeldTrajectory::from(&TrajectorySummary {
+            turns: 10,
+            tool_calls: 2,
+            action_mix: [("write".to_string(), 1), ("browse".to_string(), 1)].into_iter().collect(),
+            ..Default::default()
+        });
+        assert_eq!(b.action_mix, [0, 0, 1, 0, 0, 1]);
+        let stats = trajectory_stats(&[&a, &b]).unwrap();
+        assert_eq!((stats.trials, stats.turns_per_trial, stats.tool_calls_per_trial), (2, 7.0, 4.0));
+        assert_eq!(stats.turns, Quantiles { p50: 4, p95: 10 });
+        let mix: Vec<(&str, u64)> = stats.action_mix.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(mix, [("execute", 2), ("git", 0), ("other", 1), ("probe", 1), ("read", 3), ("write", 1)]);
+        assert_eq!(trajectory_stats(&[]), None);
     }
 }

@@ -1,0 +1,261 @@
+//! `lightsout report`: one self-contained HTML file (inline CSS and SVG, no script, no external
+//! asset) and a compact terminal table for a run's results.
+//!
+//! Every number shown comes from `summary.json` ([`RunSummary`]) or, for the per-trial table,
+//! from each trial's own `result.json` and `verdicts.json` as stored: nothing is recomputed here
+//! (the one derived figure, the Pareto frontier, only orders the summary's own numbers).
+//! Links to a trial's artifacts are relative to the run's directory (`runs/<run>/`), where
+//! `report.html` is written.
+
+mod html;
+mod terminal;
+
+use std::collections::BTreeMap;
+
+use anyhow::Context as _;
+use futures::stream::{self, StreamExt, TryStreamExt};
+
+use crate::results::{ResultStore, RunLayout};
+use crate::scoring::Verdicts;
+use crate::summary::RunSummary;
+use crate::trial::{Outcome, TrialResult};
+
+pub use html::render_html;
+pub use terminal::terminal_table;
+
+/// Reads of the store in flight at once.
+const READ_CONCURRENCY: usize = 32;
+
+/// The report's name, next to `summary.json`.
+pub const REPORT_FILE: &str = "report.html";
+
+/// Artifacts a trial's row links to, when stored.
+pub const LINKED_ARTIFACTS: [&str; 5] =
+    ["review.md", "findings.json", "verdicts.json", "result.json", "trajectory.jsonl.zst"];
+
+/// What a report shows: the run's summary and its trials.
+#[derive(Debug, Clone)]
+pub struct ReportData {
+    pub summary: RunSummary,
+    /// One row per trial with a result (its last attempt), in variant order, then task, repeat.
+    pub trials: Vec<TrialRow>,
+    /// Prefix of every artifact link: empty when the report sits in the run's directory.
+    pub link_base: String,
+}
+
+/// A trial's last attempt, from its `result.json` and `verdicts.json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialRow {
+    pub variant_id: String,
+    pub variant: String,
+    pub trial_id: String,
+    pub task_id: String,
+    pub repeat: u32,
+    pub attempt: u32,
+    /// Attempts with a `result.json`.
+    pub attempts: u32,
+    pub outcome: Outcome,
+    pub error: Option<String>,
+    pub findings: u32,
+    pub review_words: u32,
+    pub cost_usd: Option<f64>,
+    pub duration_ms: u64,
+    pub turns: Option<u32>,
+    pub tool_calls: Option<u32>,
+    /// Whether the attempt has verdicts, and the best rank of a finding that caught a
+    /// ground-truth item.
+    pub judged: bool,
+    pub first_hit_rank: Option<u32>,
+    /// SWE-PRBench: the PR's composite score.
+    pub composite: Option<f64>,
+    /// The attempt's artifacts among [`LINKED_ARTIFACTS`] that are stored.
+    pub artifacts: Vec<String>,
+}
+
+impl TrialRow {
+    /// The artifact's key relative to the run's directory.
+    pub fn artifact_path(&self, name: &str) -> String {
+        format!("{}/{}/attempt-{}/{name}", self.variant_id, self.trial_id, self.attempt)
+    }
+}
+
+/// Reads a run's `summary.json` and every trial's last `result.json` and `verdicts.json`.
+pub async fn load<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<ReportData> {
+    let layout = RunLayout::new(run);
+    let summary_key = layout.summary_json();
+    let bytes = store
+        .get(&summary_key)
+        .await
+        .with_context(|| format!("reading {}", store.uri(&summary_key)))?
+        .with_context(|| format!("{} does not exist: is this a run's results?", store.uri(&summary_key)))?;
+    let summary: RunSummary = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not a valid summary", store.uri(&summary_key)))?;
+
+    // runs/<run>/<variant>/<trial>/attempt-<n>/<file>: the files of every attempt, by trial.
+    let keys =
+        store.list(&layout.run_dir()).await.with_context(|| format!("listing {}", store.uri(&layout.run_dir())))?;
+    let mut trials: BTreeMap<(String, String), BTreeMap<u32, Vec<String>>> = BTreeMap::new();
+    for key in &keys {
+        let parts: Vec<&str> = key.split('/').collect();
+        let [_, _, variant, trial, attempt, file] = parts.as_slice() else { continue };
+        let Some(number) = attempt.strip_prefix("attempt-").and_then(|n| n.parse::<u32>().ok()) else { continue };
+        trials
+            .entry((variant.to_string(), trial.to_string()))
+            .or_default()
+            .entry(number)
+            .or_default()
+            .push(file.to_string());
+    }
+    // The last attempt with a result.json of every trial.
+    let finals: Vec<(String, String, u32, u32, Vec<String>)> = trials
+        .into_iter()
+        .filter_map(|((variant, trial), attempts)| {
+            let finished = attempts.values().filter(|files| files.iter().any(|f| f == "result.json")).count() as u32;
+            let (number, files) =
+                attempts.into_iter().rev().find(|(_, files)| files.iter().any(|f| f == "result.json"))?;
+            Some((variant, trial, number, finished, files))
+        })
+        .collect();
+    let layout = &layout;
+    let mut rows: Vec<TrialRow> = stream::iter(finals)
+        .map(|(variant, trial, attempt, attempts, files)| async move {
+            let result_key = layout.artifact(&variant, &trial, attempt, "result.json");
+            let bytes = store.get(&result_key).await?.with_context(|| format!("{result_key} vanished"))?;
+            let result: TrialResult = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is not a valid trial result", store.uri(&result_key)))?;
+            let verdicts = if files.iter().any(|f| f == "verdicts.json") {
+                let key = layout.artifact(&variant, &trial, attempt, "verdicts.json");
+                let bytes = store.get(&key).await?.with_context(|| format!("{key} vanished"))?;
+                Some(
+                    serde_json::from_slice::<Verdicts>(&bytes)
+                        .with_context(|| format!("{} is not a valid verdicts file", store.uri(&key)))?,
+                )
+            } else {
+                None
+            };
+            let artifacts = LINKED_ARTIFACTS
+                .iter()
+                .filter(|name| files.iter().any(|f| f == *name))
+                .map(|s| s.to_string())
+                .collect();
+            anyhow::Ok(TrialRow {
+                variant_id: variant,
+                variant: result.variant,
+                trial_id: trial,
+                task_id: result.task_id,
+                repeat: result.repeat,
+                attempt,
+                attempts,
+                outcome: result.outcome,
+                error: result.error,
+                findings: result.findings,
+                review_words: result.review_words,
+                cost_usd: result.cost_usd,
+                duration_ms: result.duration_ms,
+                turns: result.trajectory.as_ref().map(|t| t.turns),
+                tool_calls: result.trajectory.as_ref().map(|t| t.tool_calls),
+                judged: verdicts.is_some(),
+                first_hit_rank: verdicts.as_ref().and_then(Verdicts::first_hit_rank),
+                composite: match &verdicts {
+                    Some(Verdicts::SwePrBench(pr)) => Some(pr.outcome().scores.composite),
+                    _ => None,
+                },
+                artifacts,
+            })
+        })
+        .buffer_unordered(READ_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let order: BTreeMap<&str, usize> = summary.variants.iter().enumerate().map(|(i, v)| (v.id.as_str(), i)).collect();
+    rows.sort_by(|a, b| {
+        let rank = |r: &TrialRow| order.get(r.variant_id.as_str()).copied().unwrap_or(usize::MAX);
+        (rank(a), &a.variant_id, &a.task_id, a.repeat).cmp(&(rank(b), &b.variant_id, &b.task_id, b.repeat))
+    });
+    Ok(ReportData { summary, trials: rows, link_base: String::new() })
+}
+
+/// The protocol as `summary.json` spells it.
+pub fn protocol_name(protocol: crate::api::ScoringProtocol) -> &'static str {
+    match protocol {
+        crate::api::ScoringProtocol::CrBugBench => "crbugbench",
+        crate::api::ScoringProtocol::SwePrBench => "swe-prbench",
+    }
+}
+
+/// `text` safe inside HTML text and attribute values (quoted with `"` or `'`).
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A relative path percent-encoded for an `href` (every byte but unreserved characters and `/`).
+pub fn encode_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The points on the cost–quality Pareto frontier (lower cost and higher quality are better):
+/// the indices of the points no other point dominates (no more costly and no worse, and better
+/// in one), ordered by cost. Points with a non-finite coordinate are left out; of identical
+/// points, the first is kept.
+pub fn pareto_frontier(points: &[(f64, f64)]) -> Vec<usize> {
+    let finite: Vec<usize> =
+        (0..points.len()).filter(|&i| points[i].0.is_finite() && points[i].1.is_finite()).collect();
+    let mut frontier: Vec<usize> = finite
+        .iter()
+        .copied()
+        .filter(|&i| {
+            let (cost, quality) = points[i];
+            !finite.iter().any(|&j| {
+                let (c, q) = points[j];
+                j != i && c <= cost && q >= quality && (c < cost || q > quality || j < i)
+            })
+        })
+        .collect();
+    frontier.sort_by(|&a, &b| points[a].0.total_cmp(&points[b].0).then(a.cmp(&b)));
+    frontier
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_leaves_no_markup() {
+        assert_eq!(escape("<script>alert('x')</script>"), "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;");
+        assert_eq!(escape("a & \"b\""), "a &amp; &quot;b&quot;");
+        assert_eq!(escape("gpt-5-mini/low"), "gpt-5-mini/low");
+        assert_eq!(encode_path("v1/t<1>/attempt-1/review.md"), "v1/t%3C1%3E/attempt-1/review.md");
+        assert_eq!(encode_path("a b\"c"), "a%20b%22c");
+    }
+
+    #[test]
+    fn the_pareto_frontier_keeps_the_undominated_points_by_cost() {
+        // (cost, quality)
+        let points = [(0.10, 0.50), (0.05, 0.40), (0.20, 0.45), (0.30, 0.90), (0.05, 0.30), (f64::NAN, 1.0)];
+        // 2 is dominated by 0 (cheaper and better), 4 by 1 (same cost, better); 5 has no cost.
+        assert_eq!(pareto_frontier(&points), vec![1, 0, 3]);
+        assert_eq!(pareto_frontier(&[]), Vec::<usize>::new());
+        // Identical points: the first stands for both.
+        assert_eq!(pareto_frontier(&[(0.1, 0.5), (0.1, 0.5)]), vec![0]);
+        // One point dominating all.
+        assert_eq!(pareto_frontier(&[(0.2, 0.1), (0.1, 0.9), (0.3, 0.8)]), vec![1]);
+    }
+}
