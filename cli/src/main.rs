@@ -1,8 +1,10 @@
 //! `lightsout`: the command line. Thin: parsing arguments and printing; the work is in
 //! `lightsout-core` and `lightsout-worker`.
 
+mod compare;
 mod crdgen;
 mod output;
+mod report;
 mod run;
 
 use std::path::PathBuf;
@@ -31,6 +33,26 @@ enum Command {
         #[arg(long)]
         pricing: Option<PathBuf>,
     },
+    /// Write a run's HTML report (report.html next to its summary.json) and print a compact table.
+    Report {
+        /// The run's results: file://DIR/runs/NAME or s3://BUCKET/PREFIX/runs/NAME.
+        results: String,
+        /// Write the report to this file instead of next to the results.
+        #[arg(short = 'o', long = "out")]
+        out: Option<PathBuf>,
+        /// S3-compatible endpoint URL (credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).
+        #[arg(long)]
+        s3_endpoint: Option<String>,
+        #[arg(long)]
+        s3_region: Option<String>,
+        /// Path-style S3 addressing (most S3-compatible servers).
+        #[arg(long)]
+        s3_force_path_style: bool,
+    },
+    /// Compare a candidate run with a baseline run, paired by task: recall@k and composite deltas
+    /// with paired bootstrap intervals, McNemar's exact test, cost and latency deltas, and a
+    /// verdict. Exit code 0 NoSignificantChange or Improved, 1 Regressed, 2 error.
+    Compare(compare::CompareArgs),
     /// Check a run file and its dataset, and show what it would run.
     Validate {
         #[arg(short = 'f', long = "file")]
@@ -61,15 +83,24 @@ enum Command {
         /// Fail when the file differs from what the types generate, instead of writing it.
         #[arg(long, requires = "out")]
         check: bool,
+        /// Which resource: EvaluationRun (`run`) or EvaluationSchedule (`schedule`).
+        #[arg(long, value_enum, default_value = "run")]
+        kind: crdgen::CrdKind,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Compare(args) => return compare::main(args),
         Command::Run { file, results, pricing } => run::run(&file, results, pricing.as_deref()),
         Command::Validate { file } => run::validate(&file),
-        Command::Crdgen { out, check } => crdgen::crdgen(out.as_deref(), check),
+        Command::Report { results, out, s3_endpoint, s3_region, s3_force_path_style } => report::report(
+            &results,
+            out.as_deref(),
+            report::S3Flags { endpoint: s3_endpoint, region: s3_region, force_path_style: s3_force_path_style },
+        ),
+        Command::Crdgen { out, check, kind } => crdgen::crdgen(kind, out.as_deref(), check),
         Command::ScriptedServer { api_key, listen } => run::scripted_server(api_key, listen),
         Command::Sandbox { args } => match lightsout_worker::sandbox::SandboxArgs::parse(&args) {
             Ok(args) => std::process::exit(lightsout_worker::sandbox::run(&args)),

@@ -1,0 +1,229 @@
+//! `lightsout compare <baseline> <candidate>`: a candidate run against a baseline run, paired by
+//! task, with a verdict (see `lightsout_core::compare` for the statistics and the rule).
+//!
+//! Exit codes, for CI pipelines: 0 NoSignificantChange or Improved, 1 Regressed, 2 an error
+//! (a run that cannot be read, no common variant, bad settings, …). Nothing is written.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context as _};
+use lightsout_core::api::S3Connection;
+use lightsout_core::compare::{compare_runs, load_run, CompareSettings, Delta, RunComparison, Verdict};
+use lightsout_s3::{Results, S3Credentials};
+
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// The baseline run's results: file://DIR/runs/NAME or s3://BUCKET/PREFIX/runs/NAME.
+    baseline: String,
+    /// The candidate run's results, as the baseline.
+    candidate: String,
+    /// The headline k the verdict is taken at (default: the largest k of both runs).
+    #[arg(long)]
+    k: Option<u32>,
+    /// Significance level of McNemar's exact test.
+    #[arg(long, default_value_t = 0.05)]
+    alpha: f64,
+    /// The smallest absolute change of recall@k that counts (0.05 = five points).
+    #[arg(long = "min-delta", default_value_t = 0.0)]
+    min_delta: f64,
+    /// Print the comparison as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// S3 endpoint URL for S3-compatible stores (AWS when absent). Credentials come from
+    /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+    #[arg(long = "s3-endpoint", value_name = "URL")]
+    s3_endpoint: Option<String>,
+    /// S3 region of the bucket.
+    #[arg(long = "s3-region")]
+    s3_region: Option<String>,
+    /// Path-style S3 addressing, which most S3-compatible servers need.
+    #[arg(long = "s3-force-path-style")]
+    s3_force_path_style: bool,
+}
+
+/// Runs the comparison and maps its verdict to the exit code.
+pub fn main(args: CompareArgs) -> ExitCode {
+    match compare(&args) {
+        Ok(comparison) => {
+            if args.json {
+                match serde_json::to_string_pretty(&comparison) {
+                    Ok(json) => println!("{json}"),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            } else {
+                print!("{}", table(&comparison));
+            }
+            match comparison.verdict {
+                Verdict::Regressed => ExitCode::from(1),
+                Verdict::Improved | Verdict::NoSignificantChange => ExitCode::SUCCESS,
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn compare(args: &CompareArgs) -> anyhow::Result<RunComparison> {
+    let settings = CompareSettings { k: args.k, alpha: args.alpha, min_delta: args.min_delta };
+    let connection =
+        (args.s3_endpoint.is_some() || args.s3_region.is_some() || args.s3_force_path_style).then(|| S3Connection {
+            endpoint: args.s3_endpoint.clone(),
+            region: args.s3_region.clone(),
+            secret_name: None,
+            force_path_style: args.s3_force_path_style,
+        });
+    let credentials = std::env::var("AWS_ACCESS_KEY_ID")
+        .ok()
+        .zip(std::env::var("AWS_SECRET_ACCESS_KEY").ok())
+        .map(|(id, secret)| S3Credentials::new(id, secret));
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let mut runs = Vec::new();
+        for (what, uri) in [("baseline", &args.baseline), ("candidate", &args.candidate)] {
+            let (root, name) = split_run_uri(uri).with_context(|| format!("{what} {uri}"))?;
+            let store = Results::open(&root, connection.as_ref(), credentials.clone())
+                .with_context(|| format!("{what} {uri}"))?;
+            // load_run's errors name the run's URI (or the file in it).
+            runs.push(load_run(&store, &name).await.with_context(|| format!("{what} run"))?);
+        }
+        compare_runs(&runs[0], &runs[1], &settings)
+    })
+}
+
+/// `…/runs/NAME` → (the results root, NAME).
+fn split_run_uri(uri: &str) -> anyhow::Result<(String, String)> {
+    let expected = "expected a run's results, file://DIR/runs/NAME or s3://BUCKET/PREFIX/runs/NAME";
+    if !(uri.starts_with("file://") || uri.starts_with("s3://")) {
+        bail!("{expected}");
+    }
+    let trimmed = uri.trim_end_matches('/');
+    let Some((prefix, name)) = trimmed.rsplit_once('/') else { bail!("{expected}") };
+    let Some(root) = prefix.strip_suffix("runs") else { bail!("{expected}") };
+    let root = if root.ends_with("://") {
+        root
+    } else {
+        let Some(root) = root.strip_suffix('/') else { bail!("{expected}") };
+        root
+    };
+    if name.is_empty() || root.ends_with(':') {
+        bail!("{expected}");
+    }
+    Ok((root.to_string(), name.to_string()))
+}
+
+fn delta(d: &Delta, format: impl Fn(f64) -> String) -> String {
+    d.delta.map(format).unwrap_or_else(|| "-".into())
+}
+
+/// The terminal table: a row per variant, then added and removed variants, the notices and the
+/// overall verdict.
+fn table(c: &RunComparison) -> String {
+    let mut out = String::new();
+    let k = c.settings.k.unwrap_or_default();
+    let key = k.to_string();
+    let _ = writeln!(out, "{} ({}) → {} ({})", c.baseline.name, c.baseline.uri, c.candidate.name, c.candidate.uri);
+    for notice in &c.notices {
+        let _ = writeln!(out, "NOTE: {notice}");
+    }
+    let composite = c.variants.iter().any(|v| v.composite.is_some());
+    let confidence = c.bootstrap.confidence * 100.0;
+    let mut header = vec![
+        "variant".to_string(),
+        "pairs".into(),
+        format!("R@{k} base → cand"),
+        format!("Δ [{confidence:.0}% CI]"),
+        "McNemar p".into(),
+    ];
+    if composite {
+        header.push(format!("composite Δ [{confidence:.0}% CI]"));
+    }
+    header.extend(["USD/trial Δ".to_string(), "p50 Δ s".into(), "verdict".into()]);
+    let mut rows = vec![header];
+    for v in &c.variants {
+        let at = v.by_k.get(&key);
+        let d = at.map(|a| &a.recall_difference);
+        let mut row = vec![v.variant.clone(), v.pairs.to_string()];
+        row.push(match d.and_then(|d| d.baseline_mean.zip(d.candidate_mean)) {
+            Some((b, c)) => format!("{b:.2} → {c:.2}"),
+            None => "-".into(),
+        });
+        row.push(match d.and_then(|d| d.difference) {
+            Some(i) => format!("{:+.2} [{:+.2},{:+.2}]", i.estimate, i.low, i.high),
+            None => "-".into(),
+        });
+        row.push(at.map(|a| format_p(a.mcnemar.p_value)).unwrap_or_else(|| "-".into()));
+        if composite {
+            row.push(match v.composite.as_ref().and_then(|c| c.difference) {
+                Some(i) => format!("{:+.3} [{:+.3},{:+.3}]", i.estimate, i.low, i.high),
+                None => "-".into(),
+            });
+        }
+        row.push(delta(&v.agent_usd_per_trial, |d| format!("{d:+.4}")));
+        row.push(delta(&v.latency_p50_ms, |d| format!("{:+.1}", d / 1000.0)));
+        row.push(v.verdict.to_string());
+        rows.push(row);
+    }
+    let widths: Vec<usize> =
+        (0..rows[0].len()).map(|col| rows.iter().map(|r| r[col].chars().count()).max().unwrap_or(0)).collect();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(col, cell)| {
+                let pad = widths[col].saturating_sub(cell.chars().count());
+                if col == 0 {
+                    format!("{cell}{}", " ".repeat(pad))
+                } else {
+                    format!("{}{cell}", " ".repeat(pad))
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    }
+    for name in &c.added {
+        let _ = writeln!(out, "added (candidate only, not compared): {name}");
+    }
+    for name in &c.removed {
+        let _ = writeln!(out, "removed (baseline only, not compared): {name}");
+    }
+    let _ = writeln!(
+        out,
+        "verdict: {} (recall@{k}; alpha {}, min-delta {}; paired by task and repeat)",
+        c.verdict, c.settings.alpha, c.settings.min_delta
+    );
+    out
+}
+
+fn format_p(p: f64) -> String {
+    if p >= 0.001 {
+        format!("{p:.3}")
+    } else {
+        format!("{p:.1e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_uris_split_into_root_and_name() {
+        let split = |uri: &str| split_run_uri(uri).ok();
+        let pair = |root: &str, name: &str| Some((root.to_string(), name.to_string()));
+        assert_eq!(split("file:///tmp/r/runs/quickstart"), pair("file:///tmp/r", "quickstart"));
+        assert_eq!(split("file:///tmp/r/runs/quickstart/"), pair("file:///tmp/r", "quickstart"));
+        assert_eq!(split("file://lightsout-results/runs/q"), pair("file://lightsout-results", "q"));
+        assert_eq!(split("file://runs/q"), pair("file://", "q"));
+        assert_eq!(split("s3://bucket/prefix/runs/q"), pair("s3://bucket/prefix", "q"));
+        assert_eq!(split("s3://bucket/runs/q"), pair("s3://bucket", "q"));
+        for bad in ["file:///tmp/r", "file:///tmp/r/runs/", "/tmp/r/runs/q", "s3://bucket/q", "file:///tmp/xruns/q"] {
+            assert_eq!(split(bad), None, "{bad}");
+        }
+    }
+}
