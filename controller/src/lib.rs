@@ -2,8 +2,10 @@
 
 pub mod backoff;
 pub mod budget;
+pub mod comparison;
 pub mod context;
 pub mod error;
+pub mod evaluation_schedule;
 pub mod finalize;
 pub mod http;
 pub mod job;

@@ -16,13 +16,14 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
 use lightsout_controller::context::{self, ClusterView, Context, ControllerSettings};
+use lightsout_controller::evaluation_schedule::{self, ScheduleContext};
 use lightsout_controller::http::{self, Health};
 use lightsout_controller::job::TrialSettings;
 use lightsout_controller::leader::{LeaderLease, LeaseSettings};
 use lightsout_controller::metrics::Metrics;
 use lightsout_controller::network::NetworkSettings;
-use lightsout_controller::{labels, reconcile};
-use lightsout_core::api::EvaluationRun;
+use lightsout_controller::{comparison, labels, reconcile};
+use lightsout_core::api::{EvaluationRun, EvaluationSchedule};
 use lightsout_core::model::{ModelClient, RetryPolicy};
 use lightsout_core::pricing::PricingTable;
 use tokio::sync::watch;
@@ -252,9 +253,31 @@ async fn run_controller(
         Arc::new(chrono::Utc::now),
     ));
 
+    // Schedules: their runs are owned by them, so a run's change wakes its schedule.
+    let (schedules, schedule_runs): (Api<EvaluationSchedule>, Api<EvaluationRun>) = match &args.namespace {
+        Some(ns) => (Api::namespaced(ctx.client.clone(), ns), Api::namespaced(ctx.client.clone(), ns)),
+        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
+    };
+    let schedule_ctx =
+        Arc::new(ScheduleContext { ctx: ctx.clone(), compare: comparison::from_results_stores(ctx.clone()) });
+    let (shutdown_runs, shutdown_schedules) = {
+        let shared = futures::FutureExt::shared(Box::pin(shutdown));
+        (shared.clone(), shared)
+    };
+    let schedule_controller = Controller::new(schedules, watcher::Config::default())
+        .owns(schedule_runs, watcher::Config::default().labels(lightsout_core::api::SCHEDULE_LABEL))
+        .graceful_shutdown_on(shutdown_schedules)
+        .run(evaluation_schedule::reconcile, evaluation_schedule::error_policy, schedule_ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((schedule, _)) => tracing::debug!(schedule = %schedule, "reconciled"),
+                Err(e) => tracing::debug!(error = %e, "schedule reconcile error"),
+            }
+        });
+
     // A pod's run is its Job's owner (a pod's labels may carry a shortened run name).
     let jobs_for_pods = job_store.clone();
-    Controller::new(runs, watcher::Config::default())
+    let run_controller = Controller::new(runs, watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(args.concurrency))
         .owns_stream(job_stream)
         .watches_stream(pod_stream, move |pod: Pod| {
@@ -264,14 +287,14 @@ async fn run_controller(
             let owner = job.owner_references().iter().find(|o| o.kind == "EvaluationRun")?.name.clone();
             Some(ObjectRef::<EvaluationRun>::new(&owner).within(&namespace))
         })
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(shutdown_runs)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
             match result {
                 Ok((run, _)) => tracing::debug!(run = %run, "reconciled"),
                 Err(e) => tracing::debug!(error = %e, "reconcile error"),
             }
-        })
-        .await;
+        });
+    futures::join!(run_controller, schedule_controller);
     Ok(())
 }

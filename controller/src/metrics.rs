@@ -30,6 +30,10 @@
 //! - `lightsout_variant_recall{namespace,run,variant,k}` — a variant's recall@k so far (0..1).
 //! - `lightsout_variant_composite_score{namespace,run,variant}` — a variant's SWE-PRBench weighted
 //!   composite so far (0..1); only in runs scored by that protocol.
+//! - `lightsout_schedule_regressed{namespace,schedule}` — 1 when an `EvaluationSchedule`'s last
+//!   compared run regressed against its baseline, else 0.
+//! - `lightsout_schedule_comparisons_total{namespace,schedule,verdict}` — runs compared, by
+//!   verdict (`Regressed`, `Improved`, `NoSignificantChange`, `NoBaseline`).
 //! - `lightsout_reconcile_duration_seconds` — histogram of reconcile durations (1 ms … 10 s),
 //!   `lightsout_reconciles_total`, `lightsout_reconcile_errors_total{category}`.
 //! - `lightsout_leader` — 1 while this replica holds the leader lease, else 0.
@@ -136,6 +140,8 @@ pub struct Metrics {
     last_progress: GaugeVec,
     recall: GaugeVec,
     composite: GaugeVec,
+    schedule_regressed: IntGaugeVec,
+    schedule_comparisons: IntCounterVec,
     provider_rate_limited: IntCounterVec,
     provider_retries: IntCounterVec,
     reconcile_duration: Histogram,
@@ -277,6 +283,18 @@ impl Metrics {
             "A variant's SWE-PRBench weighted composite score so far.",
             &["namespace", "run", "variant"],
         );
+        let schedule_regressed = int_gauge_vec(
+            &registry,
+            "lightsout_schedule_regressed",
+            "1 when the schedule's last compared run regressed against its baseline, else 0.",
+            &["namespace", "schedule"],
+        );
+        let schedule_comparisons = counter_vec(
+            &registry,
+            "lightsout_schedule_comparisons_total",
+            "Runs of a schedule compared with their baseline, by verdict.",
+            &["namespace", "schedule", "verdict"],
+        );
         let provider_rate_limited = counter_vec(
             &registry,
             "lightsout_provider_rate_limited_total",
@@ -326,6 +344,8 @@ impl Metrics {
             last_progress,
             recall,
             composite,
+            schedule_regressed,
+            schedule_comparisons,
             provider_rate_limited,
             provider_retries,
             reconcile_duration,
@@ -502,6 +522,14 @@ impl Metrics {
         }
     }
 
+    /// A schedule's run was compared with its baseline. (Schedules are few and long-lived; their
+    /// series stay until the controller restarts.)
+    pub fn schedule_verdict(&self, schedule: &RunKey, verdict: &str) {
+        let labels = [schedule.namespace.as_str(), schedule.run.as_str()];
+        self.schedule_regressed.with_label_values(&labels).set(i64::from(verdict == "Regressed"));
+        self.schedule_comparisons.with_label_values(&[labels[0], labels[1], verdict]).inc();
+    }
+
     /// Whether this replica holds the leader lease.
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
@@ -586,6 +614,7 @@ mod tests {
         m.run_progress(&r, false, chrono::DateTime::from_timestamp(1_700_000_000, 500_000_000).unwrap());
         m.variant_scores(&r, "v", &[("1".to_string(), 0.5), ("5".to_string(), 0.75)].into(), Some(0.42));
         m.provider_totals("openai", 2, 5);
+        m.schedule_verdict(&key("nightly"), "Regressed");
         m.reconcile_finished(0.02, Some("kube"));
         m.reconcile_finished(0.01, None);
         m.set_leader(true);
@@ -624,6 +653,8 @@ mod tests {
             (r#"lightsout_provider_rate_limited_total{provider="openai"}"#, 2.0),
             (r#"lightsout_provider_retries_total{provider="openai"}"#, 5.0),
             (r#"lightsout_reconciles_total"#, 2.0),
+            (r#"lightsout_schedule_regressed{namespace="ns",schedule="nightly"}"#, 1.0),
+            (r#"lightsout_schedule_comparisons_total{namespace="ns",schedule="nightly",verdict="Regressed"}"#, 1.0),
             (r#"lightsout_reconcile_errors_total{category="kube"}"#, 1.0),
             (r#"lightsout_reconcile_duration_seconds_count"#, 2.0),
             (r#"lightsout_leader"#, 1.0),

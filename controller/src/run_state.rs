@@ -210,7 +210,7 @@ pub async fn prepare(run: &EvaluationRun, ctx: &Context) -> Result<(PreparedRun,
 
 /// S3 credentials from the connection's `secretName` (`field` names it in errors); `None`
 /// without one (the S3 client then uses the controller's own environment).
-async fn s3_credentials(
+pub(crate) async fn s3_credentials(
     connection: Option<&S3Connection>,
     ctx: &Context,
     namespace: &str,
