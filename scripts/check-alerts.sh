@@ -45,6 +45,8 @@ ALLOWED_METRICS=(
   lightsout_reconciles_total
   lightsout_reconcile_errors_total
   lightsout_leader
+  lightsout_schedule_regressed
+  lightsout_schedule_comparisons_total
 )
 # Histograms: usable only with the _bucket, _count and _sum suffixes.
 HISTOGRAM_METRICS=(

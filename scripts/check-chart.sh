@@ -225,7 +225,8 @@ for docs, name in ((default, "default"), (all_on, "all-on")):
     check([p["name"] for p in service["spec"]["ports"]] == ["metrics"], "%s: the Service has no port named metrics" % name)
     trial_sa = [d for d in docs if d["kind"] == "ServiceAccount" and d.get("automountServiceAccountToken") is False]
     check(len(trial_sa) == 1, "%s: no trial ServiceAccount without a token" % name)
-    check(one(docs, "CustomResourceDefinition")["metadata"]["name"] == "evaluationruns.lightsout.dev", "%s: no CRD" % name)
+    check(sorted(d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition")
+          == ["evaluationruns.lightsout.dev", "evaluationschedules.lightsout.dev"], "%s: the CRDs" % name)
 
 # Every option on: the PrometheusRule embeds exactly the groups of files/alerts.yaml.
 rule = one(all_on, "PrometheusRule")
@@ -298,26 +299,25 @@ else
   head -n 60 "$WORK/install.diff"
 fi
 
-# --- 6. the CRD ----------------------------------------------------------------------------
-if cmp -s "$CHART/crds/evaluationrun.yaml" crds/evaluationrun.yaml; then
-  ok "$CHART/crds/evaluationrun.yaml = crds/evaluationrun.yaml"
-else
-  fail "$CHART/crds/evaluationrun.yaml differs from crds/evaluationrun.yaml (lightsout crdgen writes both)"
-fi
+# --- 6. the CRDs ---------------------------------------------------------------------------
+for crd in evaluationrun evaluationschedule; do
+  if cmp -s "$CHART/crds/$crd.yaml" "crds/$crd.yaml"; then
+    ok "$CHART/crds/$crd.yaml = crds/$crd.yaml"
+  else
+    fail "$CHART/crds/$crd.yaml differs from crds/$crd.yaml (lightsout crdgen writes both)"
+  fi
+done
 
 # --- 7. the examples -----------------------------------------------------------------------
-if "$PYTHON" - crds/evaluationrun.yaml manifests/examples/*.yaml >"$WORK/examples.log" 2>&1 <<'PY'
+if "$PYTHON" - crds/evaluationrun.yaml crds/evaluationschedule.yaml -- manifests/examples/*.yaml >"$WORK/examples.log" 2>&1 <<'PY'
 import copy
 import sys
 
 import jsonschema
 import yaml
 
-crd_path, examples = sys.argv[1], sys.argv[2:]
-crd = yaml.safe_load(open(crd_path))
-version = crd["spec"]["versions"][0]
-api_version = "%s/%s" % (crd["spec"]["group"], version["name"])
-kind = crd["spec"]["names"]["kind"]
+split = sys.argv.index("--")
+crd_paths, examples = sys.argv[1:split], sys.argv[split + 1:]
 
 def strict(node):
     """An OpenAPI v3 structural schema as a JSON schema that refuses unknown fields."""
@@ -343,36 +343,44 @@ def strict(node):
         node["items"] = strict(node["items"])
     return node
 
-schema = strict(version["schema"]["openAPIV3Schema"])
-schema["properties"]["apiVersion"] = {"const": api_version}
-schema["properties"]["kind"] = {"const": kind}
-schema["properties"]["metadata"] = {
-    "type": "object", "additionalProperties": False, "required": ["name"],
-    "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253},
-                   "namespace": {"type": "string"},
-                   "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                   "annotations": {"type": "object", "additionalProperties": {"type": "string"}}}}
-schema["required"] = ["apiVersion", "kind", "metadata", "spec"]
-schema["additionalProperties"] = False
-validator = jsonschema.Draft7Validator(schema)
+def validator_of(crd):
+    version = crd["spec"]["versions"][0]
+    schema = strict(version["schema"]["openAPIV3Schema"])
+    schema["properties"]["apiVersion"] = {"const": "%s/%s" % (crd["spec"]["group"], version["name"])}
+    schema["properties"]["kind"] = {"const": crd["spec"]["names"]["kind"]}
+    schema["properties"]["metadata"] = {
+        "type": "object", "additionalProperties": False, "required": ["name"],
+        "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253},
+                       "namespace": {"type": "string"},
+                       "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                       "annotations": {"type": "object", "additionalProperties": {"type": "string"}}}}
+    schema["required"] = ["apiVersion", "kind", "metadata", "spec"]
+    schema["additionalProperties"] = False
+    return jsonschema.Draft7Validator(schema)
 
-errors, runs = [], 0
+validators = {}
+for path in crd_paths:
+    crd = yaml.safe_load(open(path))
+    validators[crd["spec"]["names"]["kind"]] = validator_of(crd)
+
+errors, counts = [], {kind: 0 for kind in validators}
 for path in examples:
     for doc in (d for d in yaml.safe_load_all(open(path)) if d):
-        candidates = [(path, doc)] if doc.get("kind") == kind else []
-        # A run inside a ConfigMap (the nightly regression's template), with its date filled in.
+        candidates = [(path, doc)] if doc.get("kind") in validators else []
+        # A run inside a ConfigMap (a template), with its date filled in.
         if doc.get("kind") == "ConfigMap":
             for key, text in (doc.get("data") or {}).items():
                 inner = yaml.safe_load(text.replace("@DATE@", "20260101"))
-                if isinstance(inner, dict) and inner.get("kind") == kind:
+                if isinstance(inner, dict) and inner.get("kind") in validators:
                     candidates.append(("%s (ConfigMap %s, %s)" % (path, doc["metadata"]["name"], key), inner))
-        for where, run in candidates:
-            runs += 1
-            for e in validator.iter_errors(run):
+        for where, obj in candidates:
+            counts[obj["kind"]] += 1
+            for e in validators[obj["kind"]].iter_errors(obj):
                 errors.append("%s: %s: %s" % (where, ".".join(str(p) for p in e.path) or "<root>", e.message))
 for e in errors:
     print("  " + e)
-print("  %d EvaluationRuns checked against the CRD schema, unknown fields refused (CEL rules: lightsout validate)" % runs)
+print("  %s checked against their CRD schemas, unknown fields refused (CEL rules: lightsout validate)"
+      % ", ".join("%d %s" % (n, kind) for kind, n in sorted(counts.items())))
 sys.exit(1 if errors else 0)
 PY
 then
@@ -382,8 +390,9 @@ else
 fi
 # The examples' other Kubernetes objects (the nightly regression's CronJob, RBAC, ConfigMap);
 # EvaluationRuns were checked above.
-if UNVALIDATED_KINDS=lightsout.dev/v1alpha1/EvaluationRun validate "$OLDEST_KUBE" manifests/examples/*.yaml >"$WORK/v.log" 2>&1 \
-  && UNVALIDATED_KINDS=lightsout.dev/v1alpha1/EvaluationRun validate "$LATEST_KUBE" manifests/examples/*.yaml >>"$WORK/v.log" 2>&1; then
+OUR_KINDS=lightsout.dev/v1alpha1/EvaluationRun,lightsout.dev/v1alpha1/EvaluationSchedule
+if UNVALIDATED_KINDS=$OUR_KINDS validate "$OLDEST_KUBE" manifests/examples/*.yaml >"$WORK/v.log" 2>&1 \
+  && UNVALIDATED_KINDS=$OUR_KINDS validate "$LATEST_KUBE" manifests/examples/*.yaml >>"$WORK/v.log" 2>&1; then
   ok "examples: other objects valid for Kubernetes $OLDEST_KUBE and $LATEST_KUBE"
 else
   fail "examples: Kubernetes objects"; cat "$WORK/v.log"
@@ -405,6 +414,12 @@ os.makedirs(out, exist_ok=True)
 for path in examples:
     for doc in (d for d in yaml.safe_load_all(open(path)) if d):
         runs = [doc] if doc.get("kind") == "EvaluationRun" else []
+        # A schedule's runs: its template with its models.
+        if doc.get("kind") == "EvaluationSchedule":
+            spec = dict(doc["spec"]["template"]["spec"])
+            spec["matrix"] = dict(spec["matrix"], models=doc["spec"]["models"])
+            runs.append({"apiVersion": doc["apiVersion"], "kind": "EvaluationRun",
+                         "metadata": {"name": doc["metadata"]["name"] + "-20260101-0100"}, "spec": spec})
         if doc.get("kind") == "ConfigMap":
             runs += [r for r in (yaml.safe_load(t.replace("@DATE@", "20260101")) for t in doc.get("data", {}).values())
                      if isinstance(r, dict) and r.get("kind") == "EvaluationRun"]
