@@ -60,24 +60,7 @@ pub fn summary_table(summary: &RunSummary) -> String {
         row.push(v.latency_ms.map(|l| format!("{:.1}", l.p50 as f64 / 1000.0)).unwrap_or_else(|| "-".into()));
         rows.push(row);
     }
-    let widths: Vec<usize> =
-        (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(
-                |(c, cell)| {
-                    if c == 0 {
-                        format!("{cell:<w$}", w = widths[c])
-                    } else {
-                        format!("{cell:>w$}", w = widths[c])
-                    }
-                },
-            )
-            .collect();
-        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
-    }
+    out.push_str(&lightsout_core::report::terminal::aligned_table(&rows));
     let s = &summary.spend;
     let _ = writeln!(
         out,

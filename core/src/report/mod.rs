@@ -8,7 +8,7 @@
 //! `report.html` is written.
 
 mod html;
-mod terminal;
+pub mod terminal;
 
 use std::collections::BTreeMap;
 

@@ -64,9 +64,28 @@ pub fn terminal_table(summary: &RunSummary) -> String {
         row.push(v.findings_per_review.map_or("-".into(), |f| format!("{f:.1}")));
         rows.push(row);
     }
-    let widths: Vec<usize> =
-        (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
-    for row in &rows {
+    out.push_str(&aligned_table(&rows));
+    out
+}
+
+/// A token count in brief: 1234 → `1.2k`, 3456789 → `3.5M`.
+pub(super) fn tokens(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// Rows of cells as a plain-text table: the first column left-aligned, the others right-aligned,
+/// two spaces apart, one line per row (the terminal tables of `lightsout run` and `report`).
+pub fn aligned_table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|cell| cell.chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
         let cells: Vec<String> = row
             .iter()
             .enumerate()
@@ -80,16 +99,8 @@ pub fn terminal_table(summary: &RunSummary) -> String {
                 },
             )
             .collect();
-        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
     }
     out
-}
-
-/// A token count in brief: 1234 → `1.2k`, 3456789 → `3.5M`.
-pub(super) fn tokens(n: u64) -> String {
-    match n {
-        0..=999 => n.to_string(),
-        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
-        _ => format!("{:.1}M", n as f64 / 1e6),
-    }
 }
