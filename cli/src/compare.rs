@@ -7,10 +7,11 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context as _};
-use lightsout_core::api::S3Connection;
+use anyhow::Context as _;
 use lightsout_core::compare::{compare_runs, load_run, CompareSettings, Delta, RunComparison, Verdict};
-use lightsout_s3::{Results, S3Credentials};
+use lightsout_s3::Results;
+
+use crate::results_uri::{split_run_uri, S3Flags};
 
 #[derive(clap::Args)]
 pub struct CompareArgs {
@@ -30,16 +31,8 @@ pub struct CompareArgs {
     /// Print the comparison as JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// S3 endpoint URL for S3-compatible stores (AWS when absent). Credentials come from
-    /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
-    #[arg(long = "s3-endpoint", value_name = "URL")]
-    s3_endpoint: Option<String>,
-    /// S3 region of the bucket.
-    #[arg(long = "s3-region")]
-    s3_region: Option<String>,
-    /// Path-style S3 addressing, which most S3-compatible servers need.
-    #[arg(long = "s3-force-path-style")]
-    s3_force_path_style: bool,
+    #[command(flatten)]
+    s3: S3Flags,
 }
 
 /// Runs the comparison and maps its verdict to the exit code.
@@ -71,17 +64,8 @@ pub fn main(args: CompareArgs) -> ExitCode {
 
 fn compare(args: &CompareArgs) -> anyhow::Result<RunComparison> {
     let settings = CompareSettings { k: args.k, alpha: args.alpha, min_delta: args.min_delta };
-    let connection =
-        (args.s3_endpoint.is_some() || args.s3_region.is_some() || args.s3_force_path_style).then(|| S3Connection {
-            endpoint: args.s3_endpoint.clone(),
-            region: args.s3_region.clone(),
-            secret_name: None,
-            force_path_style: args.s3_force_path_style,
-        });
-    let credentials = std::env::var("AWS_ACCESS_KEY_ID")
-        .ok()
-        .zip(std::env::var("AWS_SECRET_ACCESS_KEY").ok())
-        .map(|(id, secret)| S3Credentials::new(id, secret));
+    let connection = args.s3.connection();
+    let credentials = S3Flags::credentials();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let mut runs = Vec::new();
@@ -94,27 +78,6 @@ fn compare(args: &CompareArgs) -> anyhow::Result<RunComparison> {
         }
         compare_runs(&runs[0], &runs[1], &settings)
     })
-}
-
-/// `…/runs/NAME` → (the results root, NAME).
-fn split_run_uri(uri: &str) -> anyhow::Result<(String, String)> {
-    let expected = "expected a run's results, file://DIR/runs/NAME or s3://BUCKET/PREFIX/runs/NAME";
-    if !(uri.starts_with("file://") || uri.starts_with("s3://")) {
-        bail!("{expected}");
-    }
-    let trimmed = uri.trim_end_matches('/');
-    let Some((prefix, name)) = trimmed.rsplit_once('/') else { bail!("{expected}") };
-    let Some(root) = prefix.strip_suffix("runs") else { bail!("{expected}") };
-    let root = if root.ends_with("://") {
-        root
-    } else {
-        let Some(root) = root.strip_suffix('/') else { bail!("{expected}") };
-        root
-    };
-    if name.is_empty() || root.ends_with(':') {
-        bail!("{expected}");
-    }
-    Ok((root.to_string(), name.to_string()))
 }
 
 fn delta(d: &Delta, format: impl Fn(f64) -> String) -> String {
@@ -205,25 +168,5 @@ fn format_p(p: f64) -> String {
         format!("{p:.3}")
     } else {
         format!("{p:.1e}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_uris_split_into_root_and_name() {
-        let split = |uri: &str| split_run_uri(uri).ok();
-        let pair = |root: &str, name: &str| Some((root.to_string(), name.to_string()));
-        assert_eq!(split("file:///tmp/r/runs/quickstart"), pair("file:///tmp/r", "quickstart"));
-        assert_eq!(split("file:///tmp/r/runs/quickstart/"), pair("file:///tmp/r", "quickstart"));
-        assert_eq!(split("file://lightsout-results/runs/q"), pair("file://lightsout-results", "q"));
-        assert_eq!(split("file://runs/q"), pair("file://", "q"));
-        assert_eq!(split("s3://bucket/prefix/runs/q"), pair("s3://bucket/prefix", "q"));
-        assert_eq!(split("s3://bucket/runs/q"), pair("s3://bucket", "q"));
-        for bad in ["file:///tmp/r", "file:///tmp/r/runs/", "/tmp/r/runs/q", "s3://bucket/q", "file:///tmp/xruns/q"] {
-            assert_eq!(split(bad), None, "{bad}");
-        }
     }
 }

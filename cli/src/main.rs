@@ -5,6 +5,7 @@ mod compare;
 mod crdgen;
 mod output;
 mod report;
+mod results_uri;
 mod run;
 
 use std::path::PathBuf;
@@ -40,14 +41,8 @@ enum Command {
         /// Write the report to this file instead of next to the results.
         #[arg(short = 'o', long = "out")]
         out: Option<PathBuf>,
-        /// S3-compatible endpoint URL (credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).
-        #[arg(long)]
-        s3_endpoint: Option<String>,
-        #[arg(long)]
-        s3_region: Option<String>,
-        /// Path-style S3 addressing (most S3-compatible servers).
-        #[arg(long)]
-        s3_force_path_style: bool,
+        #[command(flatten)]
+        s3: results_uri::S3Flags,
     },
     /// Compare a candidate run with a baseline run, paired by task: recall@k and composite deltas
     /// with paired bootstrap intervals, McNemar's exact test, cost and latency deltas, and a
@@ -95,11 +90,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => return compare::main(args),
         Command::Run { file, results, pricing } => run::run(&file, results, pricing.as_deref()),
         Command::Validate { file } => run::validate(&file),
-        Command::Report { results, out, s3_endpoint, s3_region, s3_force_path_style } => report::report(
-            &results,
-            out.as_deref(),
-            report::S3Flags { endpoint: s3_endpoint, region: s3_region, force_path_style: s3_force_path_style },
-        ),
+        Command::Report { results, out, s3 } => report::report(&results, out.as_deref(), s3),
         Command::Crdgen { out, check, kind } => crdgen::crdgen(kind, out.as_deref(), check),
         Command::ScriptedServer { api_key, listen } => run::scripted_server(api_key, listen),
         Command::Sandbox { args } => match lightsout_worker::sandbox::SandboxArgs::parse(&args) {
