@@ -9,9 +9,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use lightsout_core::compare::{compare_runs, load_run, CompareSettings, Delta, RunComparison, Verdict};
-use lightsout_s3::Results;
+use lightsout_core::report::terminal::aligned_table;
 
-use crate::results_uri::{split_run_uri, S3Flags};
+use crate::results_uri::{open_run, S3Flags};
 
 #[derive(clap::Args)]
 pub struct CompareArgs {
@@ -19,6 +19,19 @@ pub struct CompareArgs {
     baseline: String,
     /// The candidate run's results, as the baseline.
     candidate: String,
+    #[command(flatten)]
+    settings: SettingsFlags,
+    /// Print the comparison as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    s3: S3Flags,
+}
+
+/// When a change counts ([`CompareSettings`]): `lightsout compare`'s and `lightsout report
+/// --baseline`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SettingsFlags {
     /// The headline k the verdict is taken at (default: the largest k of both runs).
     #[arg(long)]
     k: Option<u32>,
@@ -28,11 +41,12 @@ pub struct CompareArgs {
     /// The smallest absolute change of recall@k that counts (0.05 = five points).
     #[arg(long = "min-delta", default_value_t = 0.0)]
     min_delta: f64,
-    /// Print the comparison as JSON instead of a table.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    s3: S3Flags,
+}
+
+impl SettingsFlags {
+    pub fn settings(&self) -> CompareSettings {
+        CompareSettings { k: self.k, alpha: self.alpha, min_delta: self.min_delta }
+    }
 }
 
 /// Runs the comparison and maps its verdict to the exit code.
@@ -63,20 +77,15 @@ pub fn main(args: CompareArgs) -> ExitCode {
 }
 
 fn compare(args: &CompareArgs) -> anyhow::Result<RunComparison> {
-    let settings = CompareSettings { k: args.k, alpha: args.alpha, min_delta: args.min_delta };
-    let connection = args.s3.connection();
-    let credentials = S3Flags::credentials();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let mut runs = Vec::new();
         for (what, uri) in [("baseline", &args.baseline), ("candidate", &args.candidate)] {
-            let (root, name) = split_run_uri(uri).with_context(|| format!("{what} {uri}"))?;
-            let store = Results::open(&root, connection.as_ref(), credentials.clone())
-                .with_context(|| format!("{what} {uri}"))?;
+            let (store, name) = open_run(uri, &args.s3).with_context(|| format!("{what} {uri}"))?;
             // load_run's errors name the run's URI (or the file in it).
             runs.push(load_run(&store, &name).await.with_context(|| format!("{what} run"))?);
         }
-        compare_runs(&runs[0], &runs[1], &settings)
+        compare_runs(&runs[0], &runs[1], &args.settings.settings())
     })
 }
 
@@ -132,23 +141,7 @@ fn table(c: &RunComparison) -> String {
         row.push(v.verdict.to_string());
         rows.push(row);
     }
-    let widths: Vec<usize> =
-        (0..rows[0].len()).map(|col| rows.iter().map(|r| r[col].chars().count()).max().unwrap_or(0)).collect();
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(col, cell)| {
-                let pad = widths[col].saturating_sub(cell.chars().count());
-                if col == 0 {
-                    format!("{cell}{}", " ".repeat(pad))
-                } else {
-                    format!("{}{cell}", " ".repeat(pad))
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
-    }
+    out.push_str(&aligned_table(&rows));
     for name in &c.added {
         let _ = writeln!(out, "added (candidate only, not compared): {name}");
     }

@@ -35,15 +35,8 @@ enum Command {
         pricing: Option<PathBuf>,
     },
     /// Write a run's HTML report (report.html next to its summary.json) and print a compact table.
-    Report {
-        /// The run's results: file://DIR/runs/NAME or s3://BUCKET/PREFIX/runs/NAME.
-        results: String,
-        /// Write the report to this file instead of next to the results.
-        #[arg(short = 'o', long = "out")]
-        out: Option<PathBuf>,
-        #[command(flatten)]
-        s3: results_uri::S3Flags,
-    },
+    /// With --baseline, also what changed since a baseline run and what it cost.
+    Report(report::ReportArgs),
     /// Compare a candidate run with a baseline run, paired by task: recall@k and composite deltas
     /// with paired bootstrap intervals, McNemar's exact test, cost and latency deltas, and a
     /// verdict. Exit code 0 NoSignificantChange or Improved, 1 Regressed, 2 error.
@@ -90,7 +83,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => return compare::main(args),
         Command::Run { file, results, pricing } => run::run(&file, results, pricing.as_deref()),
         Command::Validate { file } => run::validate(&file),
-        Command::Report { results, out, s3 } => report::report(&results, out.as_deref(), s3),
+        Command::Report(args) => report::report(&args),
         Command::Crdgen { out, check, kind } => crdgen::crdgen(kind, out.as_deref(), check),
         Command::ScriptedServer { api_key, listen } => run::scripted_server(api_key, listen),
         Command::Sandbox { args } => match lightsout_worker::sandbox::SandboxArgs::parse(&args) {

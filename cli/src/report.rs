@@ -1,35 +1,73 @@
-//! `lightsout report`: the run's HTML report, written next to its results, and a compact table.
+//! `lightsout report`: the run's HTML report, written next to its results, and a compact table;
+//! with `--baseline`, the run compared with that baseline run, whose `comparison.json` is
+//! written beside the report.
 
 use std::path::Path;
 
 use anyhow::Context;
+use lightsout_core::compare::{compare_runs, load_run, COMPARISON_FILE};
 use lightsout_core::report::{self, REPORT_FILE};
 use lightsout_core::results::{ResultStore, RunLayout};
-use lightsout_s3::Results;
 
-use crate::results_uri::{split_run_uri, S3Flags};
+use crate::compare::SettingsFlags;
+use crate::results_uri::{open_run, S3Flags};
 
-pub fn report(uri: &str, out: Option<&Path>, s3: S3Flags) -> anyhow::Result<()> {
-    let (root, run) = split_run_uri(uri)?;
-    let store = Results::open(&root, s3.connection().as_ref(), S3Flags::credentials())
-        .with_context(|| format!("results {root}"))?;
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// The run's results: file://DIR/runs/NAME or s3://BUCKET/PREFIX/runs/NAME.
+    results: String,
+    /// Write the report to this file instead of next to the results (no comparison.json is
+    /// written then).
+    #[arg(short = 'o', long = "out")]
+    out: Option<std::path::PathBuf>,
+    /// Compare the run with this baseline run's results and show what changed (as `lightsout
+    /// compare BASELINE RESULTS`). Without it, a comparison.json already beside the run (a
+    /// schedule's) is shown.
+    #[arg(long, value_name = "URI")]
+    baseline: Option<String>,
+    #[command(flatten)]
+    settings: SettingsFlags,
+    #[command(flatten)]
+    s3: S3Flags,
+}
+
+pub fn report(args: &ReportArgs) -> anyhow::Result<()> {
+    let (store, run) = open_run(&args.results, &args.s3)?;
+    let run_dir = RunLayout::new(&run).run_dir();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let mut data = report::load(&store, &run).await?;
-        let written = match out {
+        let mut data = match &args.baseline {
+            None => report::load(&store, &run).await?,
+            Some(baseline_uri) => {
+                let (baseline_store, baseline_run) =
+                    open_run(baseline_uri, &args.s3).with_context(|| format!("baseline {baseline_uri}"))?;
+                let baseline = load_run(&baseline_store, &baseline_run).await.context("baseline run")?;
+                let candidate = load_run(&store, &run).await?;
+                let comparison = compare_runs(&baseline, &candidate, &args.settings.settings())?;
+                let mut data = report::build(&candidate, &report::list_artifacts(&store, &run).await?);
+                if args.out.is_none() {
+                    let key = format!("{run_dir}/{COMPARISON_FILE}");
+                    let json = serde_json::to_vec_pretty(&comparison)?;
+                    store.put(&key, &json).await.with_context(|| format!("writing {}", store.uri(&key)))?;
+                    println!("comparison: {} ({})", store.uri(&key), comparison.verdict);
+                }
+                data.comparison = Some(comparison);
+                data
+            }
+        };
+        let written = match &args.out {
             Some(path) => {
                 // Artifact links stay relative to the run's directory: absolute when the results
                 // are local, so they still resolve from wherever the file is written.
                 if let Some(local) = store.local_root() {
-                    let dir = std::path::absolute(local.join(RunLayout::new(&run).run_dir()))?;
+                    let dir = std::path::absolute(local.join(&run_dir))?;
                     data.link_base = format!("{}/", dir.display());
                 }
-                let html = report::render_html(&data);
-                std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))?;
+                write_file(path, &report::render_html(&data))?;
                 path.display().to_string()
             }
             None => {
-                let key = format!("{}/{REPORT_FILE}", RunLayout::new(&run).run_dir());
+                let key = format!("{run_dir}/{REPORT_FILE}");
                 let html = report::render_html(&data);
                 store.put(&key, html.as_bytes()).await.with_context(|| format!("writing {}", store.uri(&key)))?;
                 store.uri(&key)
@@ -39,4 +77,8 @@ pub fn report(uri: &str, out: Option<&Path>, s3: S3Flags) -> anyhow::Result<()> 
         println!("report: {written}");
         anyhow::Ok(())
     })
+}
+
+fn write_file(path: &Path, html: &str) -> anyhow::Result<()> {
+    std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))
 }

@@ -1,9 +1,9 @@
 //! A run's results named on the command line (`lightsout compare`, `lightsout report`): the
 //! `…/runs/NAME` URI and the S3 flags that reach it.
 
-use anyhow::bail;
+use anyhow::{bail, Context as _};
 use lightsout_core::api::S3Connection;
-use lightsout_s3::S3Credentials;
+use lightsout_s3::{Results, S3Credentials};
 
 /// How to reach S3 from the command line; credentials come from the environment.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -38,6 +38,14 @@ impl S3Flags {
             .zip(std::env::var("AWS_SECRET_ACCESS_KEY").ok())
             .map(|(id, secret)| S3Credentials::new(id, secret))
     }
+}
+
+/// Opens the results store of the run at `uri` (`…/runs/NAME`): (its store, NAME).
+pub fn open_run(uri: &str, s3: &S3Flags) -> anyhow::Result<(Results, String)> {
+    let (root, name) = split_run_uri(uri)?;
+    let store = Results::open(&root, s3.connection().as_ref(), S3Flags::credentials())
+        .with_context(|| format!("results {root}"))?;
+    Ok((store, name))
 }
 
 /// `…/runs/NAME` → (the results root, NAME).

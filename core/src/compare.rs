@@ -18,8 +18,8 @@
 //! - When both runs are SWE-PRBench: the paired difference of the composite weighted by
 //!   ln(human comments + 1), as the summary weighs it, with its bootstrap interval
 //!   ([`crate::stats::bootstrap_columns`] over the per-pair differences, resampling tasks).
-//! - Cost per trial (agent USD) and latency p50/p95 deltas are candidate − baseline of the two
-//!   `summary.json` files.
+//! - Cost per trial (agent USD), whole spend (agents and judges, per variant and per run) and
+//!   latency p50/p95 deltas are candidate − baseline of the two `summary.json` files.
 //! - Every bootstrap uses the candidate summary's configuration (seed, resamples, confidence),
 //!   so the same stored runs always give the same comparison, bit for bit.
 //!
@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::ScoringProtocol;
 use crate::plan::Variant;
+use crate::report::protocol_name;
 use crate::results::{ResultStore, RunLayout};
 use crate::scoring::Verdicts;
 use crate::stats::{self, BootstrapConfig, Cluster, Interval, Sample};
@@ -54,6 +55,10 @@ use crate::summary::{KComparison, RunSummary, TrialRecord, VariantSummary};
 use crate::trial::Outcome;
 
 pub const COMPARISON_SCHEMA: &str = "lightsout.dev/comparison/v1";
+
+/// A stored comparison's name, in the candidate run's directory next to its `summary.json`
+/// (written by a schedule's comparison and by `lightsout report --baseline`).
+pub const COMPARISON_FILE: &str = "comparison.json";
 
 /// When a change counts (see the module rules).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -142,6 +147,9 @@ pub struct RunComparison {
     /// Variants of the baseline only (not compared).
     pub removed: Vec<String>,
     pub verdict: Verdict,
+    /// The runs' whole spend (agents and judges, USD), from the summaries: what each run cost.
+    #[serde(default)]
+    pub spend_usd: Delta,
     /// What a reader must know before quoting a number.
     pub notices: Vec<String>,
 }
@@ -175,6 +183,9 @@ pub struct VariantComparison {
     pub composite: Option<CompositeComparison>,
     /// Agent USD per finished, non-infrastructure trial, from the summaries.
     pub agent_usd_per_trial: Delta,
+    /// The variant's whole spend (agents and judges, USD), from the summaries.
+    #[serde(default)]
+    pub spend_usd: Delta,
     /// Trial duration quantiles (ms), from the summaries.
     pub latency_p50_ms: Delta,
     pub latency_p95_ms: Delta,
@@ -195,7 +206,7 @@ pub struct CompositeComparison {
 }
 
 /// A quantity in both runs and its change, candidate − baseline; absent where either is.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Delta {
     pub baseline: Option<f64>,
     pub candidate: Option<f64>,
@@ -208,7 +219,7 @@ impl Delta {
     }
 }
 
-/// What the comparison reads of one run.
+/// A run's stored results as the comparison and the report read them: one scan of the store.
 #[derive(Debug, Clone)]
 pub struct ComparedRun {
     /// Where the run is, for messages and the report.
@@ -218,8 +229,20 @@ pub struct ComparedRun {
     /// `run.json`'s variants; a record's `variant` indexes them.
     pub variants: Vec<Variant>,
     pub summary: RunSummary,
-    /// One record per trial with a final result.
+    /// One record per trial with a final result, ordered by trial id.
     pub records: Vec<TrialRecord>,
+    /// `trials[i]` is the trial of `records[i]`.
+    pub trials: Vec<StoredTrialRef>,
+}
+
+/// Which stored trial a record is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredTrialRef {
+    pub id: String,
+    /// The attempt the record's result is from.
+    pub attempt: u32,
+    /// Attempts with a `result.json`.
+    pub attempts: u32,
 }
 
 /// `run.json`, as far as the comparison reads it.
@@ -254,13 +277,15 @@ pub async fn load_run<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<Co
     let retries = file.spec.get("retries").and_then(serde_json::Value::as_i64).unwrap_or(2);
     let max_attempts = retries.clamp(0, 1000) as u32 + 1;
 
-    let state = StoredRun::scan_identified(store, &layout).await?;
+    let mut state = StoredRun::scan_identified(store, &layout).await?;
+    // Only the first hit rank and the scores are read (a 100,000-trial run is held whole).
+    state.compact();
     let identities = state.identities.as_ref().expect("scan_identified keeps identities");
     let variant_index: BTreeMap<&str, u32> =
         file.variants.iter().enumerate().map(|(i, v)| (v.id.as_str(), i as u32)).collect();
     let mut trial_ids: Vec<&String> = state.trials.keys().collect();
     trial_ids.sort();
-    let mut records = Vec::new();
+    let (mut records, mut trials) = (Vec::new(), Vec::new());
     for trial_id in trial_ids {
         let Some(result) = state.final_result(trial_id, max_attempts) else { continue };
         let Some(identity) = identities.get(trial_id) else { continue };
@@ -271,6 +296,11 @@ pub async fn load_run<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<Co
         let result = trial.results.get(&result.attempt).cloned();
         let verdicts = result.as_ref().and_then(|r| trial.verdicts.get(&r.attempt).cloned());
         let truth_items = verdicts.as_deref().and_then(human_comments).unwrap_or(0);
+        trials.push(StoredTrialRef {
+            id: trial_id.clone(),
+            attempt: result.as_ref().map_or(0, |r| r.attempt),
+            attempts: trial.results.len() as u32,
+        });
         records.push(TrialRecord {
             variant,
             task: identity.task_id.clone(),
@@ -283,7 +313,15 @@ pub async fn load_run<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<Co
             verdicts,
         });
     }
-    Ok(ComparedRun { uri, name: file.name, spec_hash: file.spec_hash, variants: file.variants, summary, records })
+    Ok(ComparedRun {
+        uri,
+        name: file.name,
+        spec_hash: file.spec_hash,
+        variants: file.variants,
+        summary,
+        records,
+        trials,
+    })
 }
 
 /// SWE-PRBench: the PR's human comments (its weight's input).
@@ -399,6 +437,7 @@ pub fn compare_runs(
         variants,
         added,
         removed,
+        spend_usd: Delta::of(Some(baseline.summary.spend.total_usd), Some(candidate.summary.spend.total_usd)),
         notices,
     })
 }
@@ -412,13 +451,6 @@ fn list(names: &[String]) -> String {
         "no variant".to_string()
     } else {
         names.join(", ")
-    }
-}
-
-fn protocol_name(protocol: ScoringProtocol) -> &'static str {
-    match protocol {
-        ScoringProtocol::CrBugBench => "crbugbench",
-        ScoringProtocol::SwePrBench => "swe-prbench",
     }
 }
 
@@ -524,6 +556,7 @@ fn compare_variant(
         }
     }
     let cost = |s: &Option<VariantSummary>| s.as_ref().and_then(|s| s.agent_usd_per_trial);
+    let spend = |s: &Option<VariantSummary>| s.as_ref().map(|s| s.spend.total_usd);
     let latency = |s: &Option<VariantSummary>, p95: bool| {
         s.as_ref().and_then(|s| s.latency_ms).map(|l| if p95 { l.p95 as f64 } else { l.p50 as f64 })
     };
@@ -539,6 +572,7 @@ fn compare_variant(
         by_k,
         composite,
         agent_usd_per_trial: Delta::of(cost(&base_summary), cost(&cand_summary)),
+        spend_usd: Delta::of(spend(&base_summary), spend(&cand_summary)),
         latency_p50_ms: Delta::of(latency(&base_summary, false), latency(&cand_summary, false)),
         latency_p95_ms: Delta::of(latency(&base_summary, true), latency(&cand_summary, true)),
         verdict,
@@ -711,7 +745,7 @@ mod tests {
     /// repeat, as `trials[variant][repeat][task]`; its summary computed by the summary's own code.
     fn run(name: &str, variants: &[(&str, Vec<Vec<T>>)], seed: u64) -> ComparedRun {
         let plan_variants: Vec<Variant> = variants.iter().map(|(model, _)| variant(model)).collect();
-        let mut records = Vec::new();
+        let (mut records, mut trial_refs) = (Vec::new(), Vec::new());
         for (v, (_, repeats)) in variants.iter().enumerate() {
             for (repeat, trials) in repeats.iter().enumerate() {
                 for (task, trial) in trials.iter().enumerate() {
@@ -721,6 +755,11 @@ mod tests {
                         T::Failed => (held(Outcome::AgentFailed, 500), None),
                         T::Infra => (held(Outcome::InfraFailed, 10), None),
                     };
+                    trial_refs.push(StoredTrialRef {
+                        id: format!("trial-{v}-{repeat}-{task}"),
+                        attempt: 1,
+                        attempts: 1,
+                    });
                     records.push(TrialRecord {
                         variant: v as u32,
                         task: format!("task-{task:02}"),
@@ -758,6 +797,7 @@ mod tests {
             variants: plan_variants,
             summary,
             records,
+            trials: trial_refs,
         }
     }
 

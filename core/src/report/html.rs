@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::terminal::tokens;
-use super::{encode_path, escape, pareto_frontier, protocol_name, ReportData};
+use super::{encode_path, escape, pareto_frontier, protocol_name, ReportData, TRIAL_ROWS_SHOWN};
 use crate::api::ScoringProtocol;
 use crate::summary::{RunSummary, VariantSummary};
 use crate::trajectory::Action;
@@ -87,10 +87,14 @@ pub fn render_html(data: &ReportData) -> String {
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n",
-        escape(&title)
+         <title>{}</title>\n<style>{CSS}{}</style>\n</head>\n<body>\n<main>\n",
+        escape(&title),
+        super::comparison::CSS
     );
-    header(&mut out, s);
+    header(&mut out, s, &data.notices);
+    if let Some(comparison) = &data.comparison {
+        super::comparison::what_changed(&mut out, comparison);
+    }
     variant_table(&mut out, s);
     charts(&mut out, s);
     breakdowns(&mut out, s);
@@ -111,7 +115,7 @@ pub fn render_html(data: &ReportData) -> String {
     out
 }
 
-fn header(out: &mut String, s: &RunSummary) {
+fn header(out: &mut String, s: &RunSummary, report_notices: &[String]) {
     let _ = writeln!(out, "<h1>{}</h1>", escape(&s.run.name));
     let _ = writeln!(
         out,
@@ -126,9 +130,9 @@ fn header(out: &mut String, s: &RunSummary) {
              These numbers say nothing about any real model's ability to review code.</div>\n",
         );
     }
-    if !s.notices.is_empty() {
+    if !s.notices.is_empty() || !report_notices.is_empty() {
         out.push_str("<div class=\"notices\"><b>Before quoting a number</b><ul>");
-        for notice in &s.notices {
+        for notice in s.notices.iter().chain(report_notices) {
             let _ = write!(out, "<li>{}</li>", escape(notice));
         }
         out.push_str("</ul></div>\n");
@@ -836,18 +840,28 @@ fn comparisons(out: &mut String, s: &RunSummary) {
 fn trial_table(out: &mut String, data: &ReportData) {
     let s = &data.summary;
     let swe = s.protocol == ScoringProtocol::SwePrBench;
+    let shown = data.trials.len().min(TRIAL_ROWS_SHOWN);
     let _ = write!(
         out,
-        "<h2 id=\"trials\">Trials ({})</h2>\n<div class=\"panel trials\"><table id=\"trial-table\"><thead><tr>\
+        "<h2 id=\"trials\">Trials ({})</h2>\n{}<div class=\"panel trials\"><table id=\"trial-table\"><thead><tr>\
          <th class=\"l\">variant</th><th class=\"l\">task</th><th>repeat</th><th>attempt</th><th class=\"l\">outcome</th>\
          <th>first hit</th>{}<th>findings</th><th>words</th><th>agent USD</th><th>duration</th><th>turns / tools</th>\
          <th class=\"l\">artifacts</th></tr></thead><tbody>\n",
         data.trials.len(),
+        if shown < data.trials.len() {
+            format!(
+                "<p class=\"small\" id=\"trials-cut\">The first {shown} of {} trials, in variant, task and repeat order; \
+                 every trial's artifacts are in the run's results directory, and every number above counts them all.</p>",
+                data.trials.len()
+            )
+        } else {
+            String::new()
+        },
         if swe { "<th>composite</th>" } else { "" }
     );
     let colour_of: std::collections::HashMap<&str, usize> =
         s.variants.iter().enumerate().map(|(i, v)| (v.id.as_str(), i)).collect();
-    for t in &data.trials {
+    for t in &data.trials[..shown] {
         let variant = match colour_of.get(t.variant_id.as_str()) {
             Some(i) => format!("{}{}", swatch(*i), escape(&t.variant)),
             None => escape(&t.variant),
@@ -955,6 +969,49 @@ mod tests {
         }
     }
 
+    fn row(task: usize) -> TrialRow {
+        TrialRow {
+            variant_id: "v1".into(),
+            variant: "m".into(),
+            trial_id: format!("t{task}"),
+            task_id: format!("task-{task:05}"),
+            repeat: 0,
+            attempt: 1,
+            attempts: 1,
+            outcome: Outcome::Ok,
+            error: None,
+            findings: 1,
+            review_words: 10,
+            cost_usd: Some(0.01),
+            duration_ms: 10,
+            turns: None,
+            tool_calls: None,
+            judged: true,
+            first_hit_rank: Some(1),
+            composite: None,
+            artifacts: vec!["review.md".into()],
+        }
+    }
+
+    #[test]
+    fn the_trial_table_lists_at_most_the_first_rows_and_says_so() {
+        let data = |trials: usize| ReportData {
+            summary: summary(),
+            trials: (0..trials).map(row).collect(),
+            link_base: String::new(),
+            comparison: None,
+            notices: vec![],
+        };
+        let html = render_html(&data(TRIAL_ROWS_SHOWN));
+        assert_eq!(html.matches("/review.md\"").count(), TRIAL_ROWS_SHOWN);
+        assert!(!html.contains("id=\"trials-cut\""));
+        let html = render_html(&data(TRIAL_ROWS_SHOWN + 1));
+        assert_eq!(html.matches("/review.md\"").count(), TRIAL_ROWS_SHOWN, "one row too many");
+        assert!(html.contains(&format!("Trials ({})", TRIAL_ROWS_SHOWN + 1)));
+        assert!(html.contains(&format!("The first {TRIAL_ROWS_SHOWN} of {} trials", TRIAL_ROWS_SHOWN + 1)));
+        assert!(html.contains("task-01999") && !html.contains("task-02000"));
+    }
+
     #[test]
     fn run_text_is_escaped_everywhere() {
         let trial = TrialRow {
@@ -978,10 +1035,17 @@ mod tests {
             composite: None,
             artifacts: vec!["result.json".into()],
         };
-        let html = render_html(&ReportData { summary: summary(), trials: vec![trial], link_base: String::new() });
+        let html = render_html(&ReportData {
+            summary: summary(),
+            trials: vec![trial],
+            link_base: String::new(),
+            comparison: None,
+            notices: vec!["<u>report notice</u>".into()],
+        });
         assert!(!html.contains("<script"), "a task id's markup must be escaped");
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(!html.contains("<img") && !html.contains("<b>low") && !html.contains("<i>note"));
+        assert!(html.contains("&lt;u&gt;report notice&lt;/u&gt;"));
         assert!(html.contains("href=\"v1/t%221/attempt-1/result.json\""), "{html}");
         assert!(html.contains("SCRIPTED MODELS"));
         assert!(html.contains("id=\"chart-recall\"") && html.contains("id=\"chart-pareto\""));

@@ -1,30 +1,31 @@
 //! `lightsout report`: one self-contained HTML file (inline CSS and SVG, no script, no external
-//! asset) and a compact terminal table for a run's results.
+//! asset) and a compact terminal table for a run's results, and, when the run has been compared
+//! with a baseline, what changed and what it cost.
 //!
-//! Every number shown comes from `summary.json` ([`RunSummary`]) or, for the per-trial table,
-//! from each trial's own `result.json` and `verdicts.json` as stored: nothing is recomputed here
-//! (the one derived figure, the Pareto frontier, only orders the summary's own numbers).
-//! Links to a trial's artifacts are relative to the run's directory (`runs/<run>/`), where
-//! `report.html` is written.
+//! Every number shown comes from `summary.json` ([`RunSummary`]), from each trial's own
+//! `result.json` and `verdicts.json` as stored (the per-trial table), or from the comparison
+//! ([`RunComparison`], `comparison.json`): nothing is recomputed here (the one derived figure,
+//! the Pareto frontier, only orders the summary's own numbers). The run is read once, by the
+//! comparison's loader ([`load_run`]), so a report and a comparison of the same run see the same
+//! trials. Links to a trial's artifacts are relative to the run's directory (`runs/<run>/`),
+//! where `report.html` is written.
 
+mod comparison;
 mod html;
 pub mod terminal;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context as _;
-use futures::stream::{self, StreamExt, TryStreamExt};
 
+use crate::compare::{load_run, ComparedRun, RunComparison, COMPARISON_FILE};
 use crate::results::{ResultStore, RunLayout};
 use crate::scoring::Verdicts;
 use crate::summary::RunSummary;
-use crate::trial::{Outcome, TrialResult};
+use crate::trial::Outcome;
 
 pub use html::render_html;
 pub use terminal::terminal_table;
-
-/// Reads of the store in flight at once.
-const READ_CONCURRENCY: usize = 32;
 
 /// The report's name, next to `summary.json`.
 pub const REPORT_FILE: &str = "report.html";
@@ -33,17 +34,25 @@ pub const REPORT_FILE: &str = "report.html";
 pub const LINKED_ARTIFACTS: [&str; 5] =
     ["review.md", "findings.json", "verdicts.json", "result.json", "trajectory.jsonl.zst"];
 
-/// What a report shows: the run's summary and its trials.
+/// The most trial rows the HTML lists: past a few thousand rows a page is slow to open and
+/// nobody reads it; the artifacts of every trial stay in the store, and the summary counts them all.
+pub const TRIAL_ROWS_SHOWN: usize = 2000;
+
+/// What a report shows: the run's summary and its trials, and its comparison with a baseline.
 #[derive(Debug, Clone)]
 pub struct ReportData {
     pub summary: RunSummary,
-    /// One row per trial with a result (its last attempt), in variant order, then task, repeat.
+    /// One row per trial with a final result, in variant order, then task, repeat.
     pub trials: Vec<TrialRow>,
     /// Prefix of every artifact link: empty when the report sits in the run's directory.
     pub link_base: String,
+    /// The run (as candidate) against a baseline.
+    pub comparison: Option<RunComparison>,
+    /// What the reader must know about the report itself (e.g. a stored comparison not shown).
+    pub notices: Vec<String>,
 }
 
-/// A trial's last attempt, from its `result.json` and `verdicts.json`.
+/// A trial's final attempt, from its `result.json` and `verdicts.json`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrialRow {
     pub variant_id: String,
@@ -55,6 +64,7 @@ pub struct TrialRow {
     /// Attempts with a `result.json`.
     pub attempts: u32,
     pub outcome: Outcome,
+    /// The error's leading reason (`Evicted:`, …); its whole text is in `result.json`.
     pub error: Option<String>,
     pub findings: u32,
     pub review_words: u32,
@@ -79,75 +89,75 @@ impl TrialRow {
     }
 }
 
-/// Reads a run's `summary.json` and every trial's last `result.json` and `verdicts.json`.
-pub async fn load<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<ReportData> {
-    let layout = RunLayout::new(run);
-    let summary_key = layout.summary_json();
-    let bytes = store
-        .get(&summary_key)
-        .await
-        .with_context(|| format!("reading {}", store.uri(&summary_key)))?
-        .with_context(|| format!("{} does not exist: is this a run's results?", store.uri(&summary_key)))?;
-    let summary: RunSummary = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not a valid summary", store.uri(&summary_key)))?;
+/// The linked artifacts each stored attempt has: (trial id, attempt) → names among
+/// [`LINKED_ARTIFACTS`].
+pub type ArtifactIndex = HashMap<(String, u32), Vec<&'static str>>;
 
-    // runs/<run>/<variant>/<trial>/attempt-<n>/<file>: the files of every attempt, by trial.
-    let keys =
-        store.list(&layout.run_dir()).await.with_context(|| format!("listing {}", store.uri(&layout.run_dir())))?;
-    let mut trials: BTreeMap<(String, String), BTreeMap<u32, Vec<String>>> = BTreeMap::new();
-    for key in &keys {
-        let parts: Vec<&str> = key.split('/').collect();
-        let [_, _, variant, trial, attempt, file] = parts.as_slice() else { continue };
-        let Some(number) = attempt.strip_prefix("attempt-").and_then(|n| n.parse::<u32>().ok()) else { continue };
-        trials
-            .entry((variant.to_string(), trial.to_string()))
-            .or_default()
-            .entry(number)
-            .or_default()
-            .push(file.to_string());
+/// Reads a run's results ([`load_run`]), its artifact names, and the stored comparison with its
+/// baseline when there is one (a comparison of an earlier run of the same name is not shown,
+/// and a notice says so).
+pub async fn load<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<ReportData> {
+    let loaded = load_run(store, run).await?;
+    let artifacts = list_artifacts(store, run).await?;
+    let mut data = build(&loaded, &artifacts);
+    let key = format!("{}/{COMPARISON_FILE}", RunLayout::new(run).run_dir());
+    if let Some(bytes) = store.get(&key).await.with_context(|| format!("reading {}", store.uri(&key)))? {
+        let comparison: RunComparison =
+            serde_json::from_slice(&bytes).with_context(|| format!("{} is not a valid comparison", store.uri(&key)))?;
+        if comparison.candidate.spec_hash == loaded.spec_hash && comparison.candidate.name == loaded.name {
+            data.comparison = Some(comparison);
+        } else {
+            data.notices.push(format!(
+                "{} compares an earlier run named {} (spec {}), not this one: not shown",
+                store.uri(&key),
+                comparison.candidate.name,
+                comparison.candidate.spec_hash
+            ));
+        }
     }
-    // The last attempt with a result.json of every trial.
-    let finals: Vec<(String, String, u32, u32, Vec<String>)> = trials
-        .into_iter()
-        .filter_map(|((variant, trial), attempts)| {
-            let finished = attempts.values().filter(|files| files.iter().any(|f| f == "result.json")).count() as u32;
-            let (number, files) =
-                attempts.into_iter().rev().find(|(_, files)| files.iter().any(|f| f == "result.json"))?;
-            Some((variant, trial, number, finished, files))
-        })
-        .collect();
-    let layout = &layout;
-    let mut rows: Vec<TrialRow> = stream::iter(finals)
-        .map(|(variant, trial, attempt, attempts, files)| async move {
-            let result_key = layout.artifact(&variant, &trial, attempt, "result.json");
-            let bytes = store.get(&result_key).await?.with_context(|| format!("{result_key} vanished"))?;
-            let result: TrialResult = serde_json::from_slice(&bytes)
-                .with_context(|| format!("{} is not a valid trial result", store.uri(&result_key)))?;
-            let verdicts = if files.iter().any(|f| f == "verdicts.json") {
-                let key = layout.artifact(&variant, &trial, attempt, "verdicts.json");
-                let bytes = store.get(&key).await?.with_context(|| format!("{key} vanished"))?;
-                Some(
-                    serde_json::from_slice::<Verdicts>(&bytes)
-                        .with_context(|| format!("{} is not a valid verdicts file", store.uri(&key)))?,
-                )
-            } else {
-                None
-            };
-            let artifacts = LINKED_ARTIFACTS
-                .iter()
-                .filter(|name| files.iter().any(|f| f == *name))
-                .map(|s| s.to_string())
-                .collect();
-            anyhow::Ok(TrialRow {
-                variant_id: variant,
-                variant: result.variant,
-                trial_id: trial,
-                task_id: result.task_id,
-                repeat: result.repeat,
-                attempt,
-                attempts,
+    Ok(data)
+}
+
+/// Lists the run's stored files: which of [`LINKED_ARTIFACTS`] each attempt has.
+pub async fn list_artifacts<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<ArtifactIndex> {
+    let dir = RunLayout::new(run).run_dir();
+    let keys = store.list(&dir).await.with_context(|| format!("listing {}", store.uri(&dir)))?;
+    let mut index = ArtifactIndex::new();
+    for key in &keys {
+        // runs/<run>/<variant>/<trial>/attempt-<n>/<file>
+        let parts: Vec<&str> = key.split('/').collect();
+        let [_, _, _, trial, attempt, file] = parts.as_slice() else { continue };
+        let Some(number) = attempt.strip_prefix("attempt-").and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Some(name) = LINKED_ARTIFACTS.iter().find(|name| *name == file) else { continue };
+        index.entry((trial.to_string(), number)).or_default().push(name);
+    }
+    Ok(index)
+}
+
+/// The report of a loaded run, with no comparison: rows in the summary's variant order, then
+/// task and repeat, artifacts in [`LINKED_ARTIFACTS`]' order.
+pub fn build(run: &ComparedRun, artifacts: &ArtifactIndex) -> ReportData {
+    let order: BTreeMap<&str, usize> =
+        run.summary.variants.iter().enumerate().map(|(i, v)| (v.id.as_str(), i)).collect();
+    let mut rows: Vec<TrialRow> = run
+        .records
+        .iter()
+        .zip(&run.trials)
+        .filter_map(|(record, trial)| {
+            let result = record.result.as_deref()?;
+            let variant = &run.variants[record.variant as usize];
+            let stored = artifacts.get(&(trial.id.clone(), trial.attempt));
+            let verdicts = record.verdicts.as_deref();
+            Some(TrialRow {
+                variant_id: variant.id.clone(),
+                variant: variant.name.clone(),
+                trial_id: trial.id.clone(),
+                task_id: record.task.clone(),
+                repeat: record.repeat,
+                attempt: trial.attempt,
+                attempts: trial.attempts,
                 outcome: result.outcome,
-                error: result.error,
+                error: result.error.as_deref().map(str::to_string),
                 findings: result.findings,
                 review_words: result.review_words,
                 cost_usd: result.cost_usd,
@@ -155,23 +165,30 @@ pub async fn load<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<Report
                 turns: result.trajectory.as_ref().map(|t| t.turns),
                 tool_calls: result.trajectory.as_ref().map(|t| t.tool_calls),
                 judged: verdicts.is_some(),
-                first_hit_rank: verdicts.as_ref().and_then(Verdicts::first_hit_rank),
-                composite: match &verdicts {
+                first_hit_rank: verdicts.and_then(Verdicts::first_hit_rank),
+                composite: match verdicts {
                     Some(Verdicts::SwePrBench(pr)) => Some(pr.outcome().scores.composite),
                     _ => None,
                 },
-                artifacts,
+                artifacts: LINKED_ARTIFACTS
+                    .iter()
+                    .filter(|name| stored.is_some_and(|s| s.contains(name)))
+                    .map(|s| s.to_string())
+                    .collect(),
             })
         })
-        .buffer_unordered(READ_CONCURRENCY)
-        .try_collect()
-        .await?;
-    let order: BTreeMap<&str, usize> = summary.variants.iter().enumerate().map(|(i, v)| (v.id.as_str(), i)).collect();
+        .collect();
     rows.sort_by(|a, b| {
         let rank = |r: &TrialRow| order.get(r.variant_id.as_str()).copied().unwrap_or(usize::MAX);
         (rank(a), &a.variant_id, &a.task_id, a.repeat).cmp(&(rank(b), &b.variant_id, &b.task_id, b.repeat))
     });
-    Ok(ReportData { summary, trials: rows, link_base: String::new() })
+    ReportData {
+        summary: run.summary.clone(),
+        trials: rows,
+        link_base: String::new(),
+        comparison: None,
+        notices: Vec::new(),
+    }
 }
 
 /// The protocol as `summary.json` spells it.
