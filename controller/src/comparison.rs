@@ -1,19 +1,22 @@
 //! A schedule's comparison of two finished runs, from their results stores, with the shared
 //! comparison code (`lightsout_core::compare`, also behind `lightsout compare`): the same numbers
-//! whoever asks.
+//! whoever asks. The comparison (`comparison.json`) and the candidate's HTML report showing it
+//! (`report.html`, as `lightsout report` writes it) are stored beside the candidate's results.
 
 use std::sync::Arc;
 
 use kube::ResourceExt;
 use lightsout_core::api::{ComparisonSpec, EvaluationRun};
-use lightsout_core::compare::{compare_runs, load_run, CompareSettings, ComparedRun};
+use lightsout_core::compare::{compare_runs, load_run, CompareSettings, ComparedRun, COMPARISON_FILE};
+use lightsout_core::report::{self, REPORT_FILE};
+use lightsout_core::results::{ResultStore, RunLayout};
 use lightsout_s3::Results;
 
 use crate::context::Context;
 use crate::evaluation_schedule::{Compare, ComparisonOutcome};
 use crate::run_state::{s3_credentials, PrepareError};
 
-/// The longest message kept in a schedule's status (the full comparison is for `lightsout compare`).
+/// The longest message kept in a schedule's status (the full comparison is in `comparison.json`).
 const MESSAGE_MAX: usize = 1024;
 
 /// The schedule controller's comparison: each run's results are read from its own store.
@@ -24,7 +27,8 @@ pub fn from_results_stores(ctx: Arc<Context>) -> Compare {
     })
 }
 
-async fn load(ctx: &Context, run: &EvaluationRun) -> Result<ComparedRun, String> {
+/// The run's results store (opened with the run's own S3 credentials) and what it holds.
+async fn load(ctx: &Context, run: &EvaluationRun) -> Result<(Results, ComparedRun), String> {
     let name = run.name_any();
     let namespace = run.namespace().unwrap_or_default();
     let storage = &run.spec.storage;
@@ -36,7 +40,8 @@ async fn load(ctx: &Context, run: &EvaluationRun) -> Result<ComparedRun, String>
         })?;
     let store = Results::open(&storage.results, storage.s3.as_ref(), credentials)
         .map_err(|e| format!("run {name}: spec.storage.results: {e}"))?;
-    load_run(&store, &name).await.map_err(|e| format!("run {name}: {e:#}"))
+    let loaded = load_run(&store, &name).await.map_err(|e| format!("run {name}: {e:#}"))?;
+    Ok((store, loaded))
 }
 
 async fn compare(
@@ -45,7 +50,8 @@ async fn compare(
     candidate: &EvaluationRun,
     spec: &ComparisonSpec,
 ) -> Result<ComparisonOutcome, String> {
-    let (baseline, candidate) = (load(ctx, baseline).await?, load(ctx, candidate).await?);
+    let (_, baseline) = load(ctx, baseline).await?;
+    let (store, candidate) = load(ctx, candidate).await?;
     let settings = CompareSettings { k: spec.k, alpha: spec.alpha, min_delta: spec.min_delta };
     let comparison = compare_runs(&baseline, &candidate, &settings).map_err(|e| format!("{e:#}"))?;
     let mut message: String =
@@ -55,5 +61,19 @@ async fn compare(
         message.truncate(cut);
         message.push('…');
     }
-    Ok(ComparisonOutcome { verdict: comparison.verdict.as_str().to_string(), message })
+    let verdict = comparison.verdict.as_str().to_string();
+
+    // Stored before the verdict is recorded: a failed write leaves the run unlabelled, so the
+    // comparison is retried on the next reconcile.
+    let run_dir = RunLayout::new(&candidate.name).run_dir();
+    let failed = |what: &str, e: &dyn std::fmt::Display| format!("run {}: writing {what}: {e}", candidate.name);
+    let json = serde_json::to_vec_pretty(&comparison).map_err(|e| failed(COMPARISON_FILE, &e))?;
+    store.put(&format!("{run_dir}/{COMPARISON_FILE}"), &json).await.map_err(|e| failed(COMPARISON_FILE, &e))?;
+    let artifacts =
+        report::list_artifacts(&store, &candidate.name).await.map_err(|e| failed(REPORT_FILE, &format!("{e:#}")))?;
+    let mut data = report::build(&candidate, &artifacts);
+    data.comparison = Some(comparison);
+    let report_key = format!("{run_dir}/{REPORT_FILE}");
+    store.put(&report_key, report::render_html(&data).as_bytes()).await.map_err(|e| failed(REPORT_FILE, &e))?;
+    Ok(ComparisonOutcome { verdict, message, report: store.uri(&report_key) })
 }

@@ -160,6 +160,8 @@ pub struct ComparisonOutcome {
     /// `Regressed`, `Improved` or `NoSignificantChange`.
     pub verdict: String,
     pub message: String,
+    /// Where the candidate's report (with the comparison) was written.
+    pub report: String,
 }
 
 /// Compares two finished runs (results read from their stores); an error names what failed.
@@ -285,12 +287,17 @@ pub async fn reconcile(schedule: Arc<EvaluationSchedule>, sctx: Arc<ScheduleCont
             }
             _ => position.checked_sub(1).map(|p| complete[p].clone()),
         };
-        let (verdict, message, baseline_name) = match baseline {
-            None => (NO_BASELINE.to_string(), "no earlier complete run to compare with".to_string(), String::new()),
+        let (verdict, message, baseline_name, report) = match baseline {
+            None => (
+                NO_BASELINE.to_string(),
+                "no earlier complete run to compare with".to_string(),
+                String::new(),
+                String::new(),
+            ),
             Some(baseline) => {
                 let outcome = (sctx.compare)(baseline.clone(), (*run).clone(), schedule.spec.comparison.clone()).await;
                 match outcome {
-                    Ok(outcome) => (outcome.verdict, outcome.message, baseline.name_any()),
+                    Ok(outcome) => (outcome.verdict, outcome.message, baseline.name_any(), outcome.report),
                     Err(e) => {
                         // Retried on the next reconcile: the run keeps no verdict label.
                         tracing::warn!(
@@ -312,6 +319,7 @@ pub async fn reconcile(schedule: Arc<EvaluationSchedule>, sctx: Arc<ScheduleCont
             baseline: baseline_name,
             verdict: verdict.clone(),
             message: message.clone(),
+            report,
             compared_at: to_time(now),
         });
         ctx.metrics.schedule_verdict(&RunKey::new(&namespace, &name), &verdict);

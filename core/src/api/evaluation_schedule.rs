@@ -211,5 +211,9 @@ pub struct ScheduleComparison {
     /// One line per compared variant: recall@k change and McNemar's p.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The candidate's HTML report with what changed and what it cost (`report.html` beside its
+    /// results, next to `comparison.json`); empty when none was written.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub report: String,
     pub compared_at: Time,
 }
