@@ -140,6 +140,56 @@ fn identical_runs_pass_a_planted_regression_fails_and_a_missing_run_is_an_error(
     assert_eq!(improved.status.code(), Some(0));
     assert!(common::stdout(&improved).lines().last().unwrap().starts_with("verdict: Improved"));
 
+    // The candidate's report with the baseline: what changed and what it cost, from the same
+    // comparison (stored as comparison.json beside the run), opened in headless Chromium.
+    let report = common::lightsout(&["report", &run_uri(&c), "--baseline", &run_uri(&a)]);
+    let out = common::stdout(&report);
+    assert!(report.status.success(), "stdout:\n{out}\nstderr:\n{}", common::stderr(&report));
+    let run_dir = c.join("runs/quickstart");
+    assert!(out.contains(&format!("comparison: file://{}/comparison.json (Regressed)", run_dir.display())), "{out}");
+    let stored: Value = serde_json::from_slice(&std::fs::read(run_dir.join("comparison.json")).unwrap()).unwrap();
+    assert_eq!(stored, comparison, "report --baseline stores lightsout compare's comparison");
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(html.contains("<strong>Regressed</strong>") && html.contains("id=\"change-table\""), "no comparison shown");
+    for v in comparison["variants"].as_array().unwrap() {
+        let at = &v["by_k"]["5"];
+        let (b, p) =
+            (at["recall_difference"]["baseline_mean"].as_f64().unwrap(), at["mcnemar"]["p_value"].as_f64().unwrap());
+        let d = &at["recall_difference"]["difference"];
+        let cell = format!(
+            "{b:.2} → 0.00<br><b>{:+.2}</b> <span class=\"ci\">[{:+.2}, {:+.2}]</span>",
+            d["estimate"].as_f64().unwrap(),
+            d["low"].as_f64().unwrap(),
+            d["high"].as_f64().unwrap()
+        );
+        assert!(html.contains(&cell), "{}: recall@5 cell {cell} missing", v["variant"]);
+        let p = if p < 0.001 { format!("{p:.1e}") } else { format!("{p:.3}") };
+        assert!(
+            html.contains(&format!(
+                "{cell}<br><span class=\"ci\">p {p} · {} / 0</span></td>",
+                at["mcnemar"]["baseline_only"]
+            )),
+            "{p}"
+        );
+        assert!(html.contains(&format!("<span class=\"badge b-{}\">", v["verdict"].as_str().unwrap())));
+    }
+    // Without --baseline, the stored comparison is shown again.
+    let again = common::lightsout(&["report", &run_uri(&c)]);
+    assert!(again.status.success(), "{}", common::stderr(&again));
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(html.contains("<strong>Regressed</strong>"));
+    let keep = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(keep).unwrap();
+    let screenshot = keep.join("report-comparison-screenshot.png");
+    let dom = common::browser::render(&run_dir.join("report.html"), &screenshot);
+    assert!(
+        dom.contains("id=\"chart-change\"") && dom.contains("id=\"verdict\""),
+        "the comparison chart is not in the DOM"
+    );
+    assert_eq!(dom.matches("<g class=\"change\">").count(), 4, "one interval per variant");
+    std::fs::copy(run_dir.join("report.html"), keep.join("report-comparison.html")).unwrap();
+    println!("screenshot: {}", screenshot.display());
+
     // Bad input: exit 2, with what and where.
     let missing = format!("file://{}/runs/missing", a.display());
     let error = common::lightsout(&["compare", &run_uri(&a), &missing]);

@@ -4,35 +4,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-
-/// Debian's Chromium; the test needs it (`apt-get install -y chromium`).
-fn chromium() -> PathBuf {
-    for candidate in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
-        if Path::new(candidate).exists() {
-            return candidate.into();
-        }
-    }
-    panic!("this test needs Debian's chromium (apt-get install -y chromium)");
-}
-
-/// Runs headless Chromium on `page` with `args`; returns (stdout, stderr).
-fn headless(page: &Path, profile: &Path, args: &[&str]) -> (String, String) {
-    let output = Command::new(chromium())
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
-        .args(["--enable-logging=stderr", "--v=0", "--hide-scrollbars"])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("chromium runs");
-    let (out, err) = (common::stdout(&output), common::stderr(&output));
-    assert!(output.status.success(), "chromium failed\nstdout:\n{out}\nstderr:\n{err}");
-    (out, err)
-}
 
 #[test]
 fn the_report_of_the_quickstart_is_self_contained_and_opens_in_a_browser() {
@@ -116,8 +91,8 @@ fn the_report_of_the_quickstart_is_self_contained_and_opens_in_a_browser() {
     // Headless Chromium: the charts are in the DOM, no console error, and a screenshot is kept.
     let keep = Path::new(env!("CARGO_TARGET_TMPDIR"));
     std::fs::create_dir_all(keep).unwrap();
-    let profile = tempfile::tempdir().unwrap();
-    let (dom, dom_log) = headless(&report, profile.path(), &["--dump-dom"]);
+    let screenshot = keep.join("report-screenshot.png");
+    let dom = common::browser::render(&report, &screenshot);
     for chart in [
         "id=\"chart-recall\"",
         "id=\"chart-pareto\"",
@@ -128,19 +103,6 @@ fn the_report_of_the_quickstart_is_self_contained_and_opens_in_a_browser() {
         assert!(dom.contains(chart), "{chart} missing from the rendered DOM");
     }
     assert!(dom.matches("<svg").count() >= 2 && dom.matches("<circle").count() >= 12 && dom.contains("<polyline"));
-    let screenshot = keep.join("report-screenshot.png");
-    let _ = std::fs::remove_file(&screenshot);
-    let (_, shot_log) = headless(
-        &report,
-        profile.path(),
-        &[&format!("--screenshot={}", screenshot.display()), "--window-size=1400,2000"],
-    );
-    for log in [&dom_log, &shot_log] {
-        let console: Vec<&str> = log.lines().filter(|l| l.contains("CONSOLE")).collect();
-        assert!(console.is_empty(), "console messages in the browser:\n{}", console.join("\n"));
-    }
-    let png = std::fs::read(&screenshot).expect("chromium wrote the screenshot");
-    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{} bytes", png.len());
     std::fs::copy(&report, keep.join("report.html")).unwrap();
     println!("screenshot: {}", screenshot.display());
     println!("report: {}", keep.join("report.html").display());
@@ -189,4 +151,38 @@ fn the_report_of_a_run_in_s3_is_written_next_to_its_results() {
     );
     assert!(html.contains("id=\"chart-recall\"") && html.contains("gpt-5-mini/low"));
     assert_eq!(html.matches("/review.md\"").count(), 40);
+
+    // Comparison against S3: the run with itself changes nothing (exit 0), and `report
+    // --baseline` stores comparison.json beside the run and shows it in report.html.
+    let run_uri = "s3://results/lightsout/runs/quickstart";
+    let s3_flags = ["--s3-endpoint", endpoint.as_str(), "--s3-force-path-style"];
+    let compare: Vec<&str> = ["compare", run_uri, run_uri, "--json"].into_iter().chain(s3_flags).collect();
+    let output = with_credentials(&compare);
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    let comparison: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(comparison["verdict"], "NoSignificantChange");
+    assert_eq!(comparison["baseline"]["uri"], run_uri);
+    assert_eq!(comparison["variants"].as_array().unwrap().len(), 4);
+    let report: Vec<&str> = ["report", run_uri, "--baseline", run_uri].into_iter().chain(s3_flags).collect();
+    let output = with_credentials(&report);
+    let out = common::stdout(&output);
+    assert!(
+        output.status.success(),
+        "{out}
+{}",
+        common::stderr(&output)
+    );
+    assert!(
+        out.contains("comparison: s3://results/lightsout/runs/quickstart/comparison.json (NoSignificantChange)"),
+        "{out}"
+    );
+    let stored: Value = serde_json::from_str(&moto.python(
+        "print(s3.get_object(Bucket='results', Key='lightsout/runs/quickstart/comparison.json')['Body'].read().decode())",
+    ))
+    .unwrap();
+    assert_eq!(stored, comparison, "the stored comparison is lightsout compare's");
+    let html = moto.python(
+        "print(s3.get_object(Bucket='results', Key='lightsout/runs/quickstart/report.html')['Body'].read().decode())",
+    );
+    assert!(html.contains("id=\"what-changed\"") && html.contains("<strong>NoSignificantChange</strong>"));
 }

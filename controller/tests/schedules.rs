@@ -104,7 +104,9 @@ impl Harness {
                     .cloned()
                     .unwrap_or_else(|| "NoSignificantChange".into());
                 questions.lock().unwrap().push((baseline.name_any(), candidate.name_any()));
-                Box::pin(async move { Ok(ComparisonOutcome { message: format!("recall@5 {verdict}"), verdict }) })
+                Box::pin(async move {
+                    Ok(ComparisonOutcome { message: format!("recall@5 {verdict}"), verdict, report: String::new() })
+                })
             });
         Harness { client, clock, metrics, sctx: Arc::new(ScheduleContext { ctx, compare }), verdicts, asked }
     }
@@ -356,4 +358,26 @@ spec:
     let last = h.schedules().get("nightly").await.unwrap().status.unwrap().last_comparison.unwrap();
     assert_eq!((last.baseline.as_str(), last.candidate.as_str()), ("nightly-20261201-0100", "nightly-20261202-0100"));
     assert!(last.message.contains("gpt-5-mini"), "{}", last.message);
+
+    // The comparison and the candidate's report showing it are stored beside its results, and
+    // the status says where the report is.
+    let run_dir = results.path().join("runs/nightly-20261202-0100");
+    let comparison: lightsout_core::compare::RunComparison =
+        serde_json::from_slice(&std::fs::read(run_dir.join("comparison.json")).unwrap()).unwrap();
+    assert_eq!(comparison.verdict.as_str(), "NoSignificantChange");
+    assert_eq!(comparison.baseline.name, "nightly-20261201-0100");
+    let report_path = run_dir.join("report.html");
+    assert!(last.report.ends_with("runs/nightly-20261202-0100/report.html"), "{}", last.report);
+    let html = std::fs::read_to_string(&report_path).unwrap();
+    assert!(
+        html.contains("id=\"what-changed\"") && html.contains("id=\"chart-change\""),
+        "no comparison in the report"
+    );
+    assert!(html.contains("<strong>NoSignificantChange</strong>"));
+    assert!(html.contains("nightly-20261201-0100"));
+    // The report reads back the stored comparison by itself (as `lightsout report` does).
+    let store = lightsout_s3::Results::open(&format!("file://{}", results.path().display()), None, None).unwrap();
+    let data = lightsout_core::report::load(&store, "nightly-20261202-0100").await.unwrap();
+    assert_eq!(data.comparison.as_ref(), Some(&comparison));
+    assert!(data.notices.is_empty(), "{:?}", data.notices);
 }

@@ -1,6 +1,7 @@
 //! Helpers for the end-to-end tests of the `lightsout` binary.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod moto;
 
 use std::path::{Path, PathBuf};
