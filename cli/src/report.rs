@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use anyhow::Context;
-use lightsout_core::compare::{compare_runs, load_run, COMPARISON_FILE};
-use lightsout_core::report::{self, REPORT_FILE};
-use lightsout_core::results::{ResultStore, RunLayout};
+use lightsout_core::compare::{compare_runs, load_run, store_comparison};
+use lightsout_core::report;
+use lightsout_core::results::RunLayout;
 
 use crate::compare::SettingsFlags;
 use crate::results_uri::{open_run, S3Flags};
@@ -33,7 +33,6 @@ pub struct ReportArgs {
 
 pub fn report(args: &ReportArgs) -> anyhow::Result<()> {
     let (store, run) = open_run(&args.results, &args.s3)?;
-    let run_dir = RunLayout::new(&run).run_dir();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let mut data = match &args.baseline {
@@ -44,15 +43,11 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<()> {
                 let baseline = load_run(&baseline_store, &baseline_run).await.context("baseline run")?;
                 let candidate = load_run(&store, &run).await?;
                 let comparison = compare_runs(&baseline, &candidate, &args.settings.settings())?;
-                let mut data = report::build(&candidate, &report::list_artifacts(&store, &run).await?);
                 if args.out.is_none() {
-                    let key = format!("{run_dir}/{COMPARISON_FILE}");
-                    let json = serde_json::to_vec_pretty(&comparison)?;
-                    store.put(&key, &json).await.with_context(|| format!("writing {}", store.uri(&key)))?;
-                    println!("comparison: {} ({})", store.uri(&key), comparison.verdict);
+                    let stored = store_comparison(&store, &comparison).await?;
+                    println!("comparison: {stored} ({})", comparison.verdict);
                 }
-                data.comparison = Some(comparison);
-                data
+                report::load_compared(&store, &candidate, comparison).await?
             }
         };
         let written = match &args.out {
@@ -60,18 +55,13 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<()> {
                 // Artifact links stay relative to the run's directory: absolute when the results
                 // are local, so they still resolve from wherever the file is written.
                 if let Some(local) = store.local_root() {
-                    let dir = std::path::absolute(local.join(&run_dir))?;
+                    let dir = std::path::absolute(local.join(RunLayout::new(&run).run_dir()))?;
                     data.link_base = format!("{}/", dir.display());
                 }
                 write_file(path, &report::render_html(&data))?;
                 path.display().to_string()
             }
-            None => {
-                let key = format!("{run_dir}/{REPORT_FILE}");
-                let html = report::render_html(&data);
-                store.put(&key, html.as_bytes()).await.with_context(|| format!("writing {}", store.uri(&key)))?;
-                store.uri(&key)
-            }
+            None => report::store_report(&store, &run, &data).await?,
         };
         print!("{}", report::terminal_table(&data.summary));
         println!("report: {written}");

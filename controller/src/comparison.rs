@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use lightsout_core::api::{ComparisonSpec, EvaluationRun};
-use lightsout_core::compare::{compare_runs, load_run, CompareSettings, ComparedRun, COMPARISON_FILE};
-use lightsout_core::report::{self, REPORT_FILE};
-use lightsout_core::results::{ResultStore, RunLayout};
+use lightsout_core::compare::{compare_runs, load_run, store_comparison, CompareSettings, ComparedRun};
+use lightsout_core::report;
 use lightsout_s3::Results;
 
 use crate::context::Context;
@@ -65,15 +64,9 @@ async fn compare(
 
     // Stored before the verdict is recorded: a failed write leaves the run unlabelled, so the
     // comparison is retried on the next reconcile.
-    let run_dir = RunLayout::new(&candidate.name).run_dir();
-    let failed = |what: &str, e: &dyn std::fmt::Display| format!("run {}: writing {what}: {e}", candidate.name);
-    let json = serde_json::to_vec_pretty(&comparison).map_err(|e| failed(COMPARISON_FILE, &e))?;
-    store.put(&format!("{run_dir}/{COMPARISON_FILE}"), &json).await.map_err(|e| failed(COMPARISON_FILE, &e))?;
-    let artifacts =
-        report::list_artifacts(&store, &candidate.name).await.map_err(|e| failed(REPORT_FILE, &format!("{e:#}")))?;
-    let mut data = report::build(&candidate, &artifacts);
-    data.comparison = Some(comparison);
-    let report_key = format!("{run_dir}/{REPORT_FILE}");
-    store.put(&report_key, report::render_html(&data).as_bytes()).await.map_err(|e| failed(REPORT_FILE, &e))?;
-    Ok(ComparisonOutcome { verdict, message, report: store.uri(&report_key) })
+    let failed = |e: anyhow::Error| format!("run {}: {e:#}", candidate.name);
+    store_comparison(&store, &comparison).await.map_err(failed)?;
+    let data = report::load_compared(&store, &candidate, comparison).await.map_err(failed)?;
+    let report = report::store_report(&store, &candidate.name, &data).await.map_err(failed)?;
+    Ok(ComparisonOutcome { verdict, message, report })
 }

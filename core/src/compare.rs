@@ -324,6 +324,14 @@ pub async fn load_run<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<Co
     })
 }
 
+/// Stores `comparison` beside its candidate run's results (`comparison.json`); returns its URI.
+pub async fn store_comparison<S: ResultStore>(store: &S, comparison: &RunComparison) -> anyhow::Result<String> {
+    let key = format!("{}/{COMPARISON_FILE}", RunLayout::new(&comparison.candidate.name).run_dir());
+    let json = serde_json::to_vec_pretty(comparison)?;
+    store.put(&key, &json).await.with_context(|| format!("writing {}", store.uri(&key)))?;
+    Ok(store.uri(&key))
+}
+
 /// SWE-PRBench: the PR's human comments (its weight's input).
 fn human_comments(verdicts: &Verdicts) -> Option<u32> {
     match verdicts {

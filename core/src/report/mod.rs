@@ -118,6 +118,24 @@ pub async fn load<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<Report
     Ok(data)
 }
 
+/// The report of `candidate` showing its comparison with a baseline.
+pub async fn load_compared<S: ResultStore>(
+    store: &S,
+    candidate: &ComparedRun,
+    comparison: RunComparison,
+) -> anyhow::Result<ReportData> {
+    let mut data = build(candidate, &list_artifacts(store, &candidate.name).await?);
+    data.comparison = Some(comparison);
+    Ok(data)
+}
+
+/// Writes the report beside the run's results (`report.html`); returns its URI.
+pub async fn store_report<S: ResultStore>(store: &S, run: &str, data: &ReportData) -> anyhow::Result<String> {
+    let key = format!("{}/{REPORT_FILE}", RunLayout::new(run).run_dir());
+    store.put(&key, render_html(data).as_bytes()).await.with_context(|| format!("writing {}", store.uri(&key)))?;
+    Ok(store.uri(&key))
+}
+
 /// Lists the run's stored files: which of [`LINKED_ARTIFACTS`] each attempt has.
 pub async fn list_artifacts<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<ArtifactIndex> {
     let dir = RunLayout::new(run).run_dir();
