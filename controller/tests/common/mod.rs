@@ -288,7 +288,9 @@ impl Cluster {
                     attempt: pod_job.attempt,
                     prompt: pod_job.prompt.clone(),
                     endpoint: pod_job.endpoint(MODEL_KEY.into()),
-                    timeout: if end == PodEnd::AgentTimesOut { Duration::from_millis(1) } else { pod_job.timeout() },
+                    // A limit already past: a 1 ms one raced the loopback model server, which can answer
+                    // first.
+                    timeout: if end == PodEnd::AgentTimesOut { Duration::ZERO } else { pod_job.timeout() },
                     max_tokens: pod_job.max_tokens,
                     max_usd: pod_job.max_usd,
                     scripted_model: false,
