@@ -137,3 +137,33 @@ fn scoring_settings_that_cannot_work_are_named() {
     assert!(err.contains("judges.swePrbench.embeddings.provider must be declared"), "{err}");
     assert!(err.contains("spec.judges.bootstrap.resamples"), "{err}");
 }
+
+#[test]
+fn the_old_sample_n_is_named_with_its_new_name_and_why() {
+    let old = "source: file://datasets/sample/crbugbench.jsonl\n    sample: {n: 5, seed: 1}";
+    let err = refused(&quickstart_with(&[("source: file://datasets/sample/crbugbench.jsonl", old)]));
+    assert!(err.contains("spec.dataset.sample.n: unknown field: dataset.sample.n is now dataset.sample.size"), "{err}");
+    assert!(err.contains("YAML 1.1, where a bare n is the boolean false"), "{err}");
+    // With the new name, the sample is planned.
+    let dir = tempfile::tempdir().unwrap();
+    let new = "source: file://datasets/sample/crbugbench.jsonl\n    sample: {size: 5, seed: 1}";
+    let file = write_run(
+        dir.path(),
+        "run.yaml",
+        &quickstart_with(&[("source: file://datasets/sample/crbugbench.jsonl", new)]),
+    );
+    let output = lightsout(&["validate", "-f", &file]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        common::stdout(&output).contains("4 variants × 5 tasks × 1 repeats = 20 trials"),
+        "{}",
+        common::stdout(&output)
+    );
+}
+
+#[test]
+fn a_value_over_its_schema_bound_is_named() {
+    let long = format!("version: \"1.0.0-{}\"", "a".repeat(70));
+    let err = refused(&quickstart_with(&[("version: \"1.0.0\"", &long)]));
+    assert!(err.contains("spec.agent.harness.version: Too long: may not be longer than 64"), "{err}");
+}

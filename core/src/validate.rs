@@ -49,14 +49,48 @@ impl fmt::Display for SpecErrors {
 
 impl std::error::Error for SpecErrors {}
 
+/// Fields that were renamed: (object path, old name, new name, why). A run file with the old
+/// name is refused with a message saying what to write instead (the API server would only say
+/// `unknown field`, and only after its YAML reader has mangled the name).
+const RENAMED_FIELDS: &[(&[&str], &str, &str, &str)] = &[(
+    &["spec", "dataset", "sample"],
+    "n",
+    "size",
+    "Kubernetes and kubectl read YAML 1.1, where a bare n is the boolean false, so the API server would see a field named false",
+)];
+
+/// Errors for renamed fields under their old names; each is moved to its new name (unless that is
+/// set too) so that the rest of the file is still checked.
+fn renamed_fields(value: &mut serde_json::Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for (path, old, new, why) in RENAMED_FIELDS {
+        let Some(object) = path.iter().try_fold(&mut *value, |v, key| v.get_mut(*key)).and_then(|v| v.as_object_mut())
+        else {
+            continue;
+        };
+        let Some(old_value) = object.remove(*old) else { continue };
+        let parent = path.join(".");
+        let parent = parent.strip_prefix("spec.").unwrap_or(&parent);
+        errors.push(FieldError {
+            field: format!("{}.{old}", path.join(".")),
+            message: format!(
+                "unknown field: {parent}.{old} is now {parent}.{new} (write {new}: {old_value}); renamed because {why}"
+            ),
+        });
+        object.entry(new.to_string()).or_insert(old_value);
+    }
+    errors
+}
+
 /// Parses and validates a run file's text. `origin` names the file in messages.
 pub fn parse_run(text: &str, origin: &str) -> Result<EvaluationRun, SpecErrors> {
     let fail = |errors: Vec<FieldError>| SpecErrors { origin: origin.to_string(), errors };
-    let value: serde_json::Value = serde_yaml::from_str(text).map_err(|e| {
+    let mut value: serde_json::Value = serde_yaml::from_str(text).map_err(|e| {
         let location = e.location().map(|l| format!("line {}, column {}", l.line(), l.column())).unwrap_or_default();
         fail(vec![FieldError { field: location, message: format!("not valid YAML: {e}") }])
     })?;
     check_kind(&value).map_err(|e| fail(vec![e]))?;
+    let renamed = renamed_fields(&mut value);
 
     let mut unknown = Vec::new();
     // serde_ignored writes `?` for Option layers; users think of `spec.agent.harness.flavour`.
@@ -64,20 +98,24 @@ pub fn parse_run(text: &str, origin: &str) -> Result<EvaluationRun, SpecErrors> 
     let deserializer = serde_ignored::Deserializer::new(&value, &mut record_unknown);
     let run: EvaluationRun = serde_path_to_error::deserialize(deserializer).map_err(|e| {
         let field = e.path().to_string();
-        fail(vec![FieldError {
+        let mut errors = renamed.clone();
+        errors.push(FieldError {
             field: if field == "." { String::new() } else { field },
             message: e.into_inner().to_string(),
-        }])
+        });
+        fail(errors)
     })?;
 
-    let mut errors: Vec<FieldError> = unknown
-        .into_iter()
-        // Status is written by the controller; a file that carries one (e.g. from `kubectl get -o yaml`) is fine.
-        .filter(|path| !path.starts_with("status"))
-        // Checked by check_kind; the derived type does not store them.
-        .filter(|path| path != "apiVersion" && path != "kind")
-        .map(|path| FieldError { field: path, message: "unknown field".to_string() })
-        .collect();
+    let mut errors = renamed;
+    errors.extend(
+        unknown
+            .into_iter()
+            // Status is written by the controller; a file that carries one (e.g. from `kubectl get -o yaml`) is fine.
+            .filter(|path| !path.starts_with("status"))
+            // Checked by check_kind; the derived type does not store them.
+            .filter(|path| path != "apiVersion" && path != "kind")
+            .map(|path| FieldError { field: path, message: "unknown field".to_string() }),
+    );
     errors.extend(check_rules(&run));
     if errors.is_empty() {
         Ok(run)
@@ -104,10 +142,16 @@ fn check_kind(value: &serde_json::Value) -> Result<(), FieldError> {
     Ok(())
 }
 
-/// The CRD's CEL rules, evaluated here exactly as the API server would, plus the checks CEL
-/// cannot express.
+/// The CRD's bounds (`maxLength`, `maxItems`, `maxProperties`, `minItems`) and CEL rules, checked
+/// here as the API server would, plus the checks CEL cannot express.
 pub fn check_rules(run: &EvaluationRun) -> Vec<FieldError> {
     let mut errors = Vec::new();
+    let crd = EvaluationRun::crd();
+    if let Some(schema) = crd.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()) {
+        let schema = serde_json::to_value(schema).expect("the CRD schema serialises");
+        let spec = serde_json::to_value(&run.spec).expect("the spec serialises");
+        check_bounds(&schema["properties"]["spec"], &spec, "spec", &mut errors);
+    }
     if let Err(cel_errors) = kube::core::cel::validate_cel(run) {
         errors
             .extend(cel_errors.into_vec().into_iter().map(|e| FieldError { field: e.field_path, message: e.message }));
@@ -124,6 +168,50 @@ pub fn check_rules(run: &EvaluationRun) -> Vec<FieldError> {
         });
     }
     errors
+}
+
+/// The schema's size bounds, checked on `value` and everything in it, with the API server's wording.
+fn check_bounds(schema: &serde_json::Value, value: &serde_json::Value, path: &str, errors: &mut Vec<FieldError>) {
+    let bound = |key: &str| schema.get(key).and_then(serde_json::Value::as_u64);
+    let mut error = |message: String| errors.push(FieldError { field: path.to_string(), message });
+    match value {
+        serde_json::Value::String(text) => {
+            let length = text.chars().count() as u64;
+            if let Some(max) = bound("maxLength").filter(|max| length > *max) {
+                error(format!("Too long: may not be longer than {max} (it has {length} characters)"));
+            }
+        }
+        serde_json::Value::Array(items) => {
+            let count = items.len() as u64;
+            if let Some(max) = bound("maxItems").filter(|max| count > *max) {
+                error(format!("Too many: {count}: must have at most {max} items"));
+            }
+            if let Some(min) = bound("minItems").filter(|min| count < *min) {
+                error(format!("Too few: {count}: must have at least {min} items"));
+            }
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    check_bounds(item_schema, item, &format!("{path}[{i}]"), errors);
+                }
+            }
+        }
+        serde_json::Value::Object(fields) => {
+            let count = fields.len() as u64;
+            if let Some(max) = bound("maxProperties").filter(|max| count > *max) {
+                error(format!("Too many: {count}: must have at most {max} items"));
+            }
+            for (name, field) in fields {
+                let field_schema = schema
+                    .get("properties")
+                    .and_then(|p| p.get(name))
+                    .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
+                if let Some(field_schema) = field_schema {
+                    check_bounds(field_schema, field, &format!("{path}.{name}"), errors);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Hash of the spec's canonical JSON: two runs with the same hash evaluate the same thing.
@@ -227,6 +315,50 @@ spec:
         assert_eq!(errors[0].field, "spec.providers.openai.apiKind");
         let text = VALID.replace("file://results", "/tmp/results");
         assert_eq!(fields_of(&text), vec!["spec.storage.results"]);
+    }
+
+    #[test]
+    fn the_old_sample_n_is_refused_naming_its_new_name() {
+        let text = VALID.replace("crbugbench.jsonl\"}", "crbugbench.jsonl\", sample: {n: 5, seed: 1}}");
+        let errors = errors_of(&text);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].field, "spec.dataset.sample.n");
+        for words in ["now dataset.sample.size", "size: 5", "YAML 1.1", "bare n is the boolean false"] {
+            assert!(errors[0].message.contains(words), "{words}: {}", errors[0].message);
+        }
+        // Other problems are still reported beside it.
+        let errors = errors_of(&text.replace("file://results", "/tmp/results"));
+        assert_eq!(
+            errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
+            ["spec.dataset.sample.n", "spec.storage.results"]
+        );
+        // The new name is what a run uses.
+        let text = VALID.replace("crbugbench.jsonl\"}", "crbugbench.jsonl\", sample: {size: 5, seed: 1}}");
+        assert_eq!(parse_run(&text, "run.yaml").unwrap().spec.dataset.sample.unwrap().size, 5);
+        let errors = errors_of(&text.replace("size: 5", "size: 0"));
+        assert_eq!(errors[0].field, "spec.dataset.sample.size");
+        assert!(errors[0].message.contains("dataset.sample.size must be at least 1"), "{errors:?}");
+    }
+
+    #[test]
+    fn the_schema_bounds_are_checked_as_the_api_server_does() {
+        let long = "1.".repeat(40) + "0";
+        let errors = errors_of(&VALID.replace("\"1.0.0\"", &format!("\"{long}\"")));
+        assert!(
+            errors.iter().any(|e| e.field == "spec.agent.harness.version"
+                && e.message.contains("Too long: may not be longer than 64")),
+            "{errors:?}"
+        );
+        let harnesses = vec!["{name: single-shot, version: \"1.0.0\"}"; 17].join(", ");
+        let text = VALID.replace("    models:", &format!("    harnesses: [{harnesses}]\n    models:"));
+        let errors = errors_of(&text);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].field, "spec.matrix.harnesses");
+        assert_eq!(errors[0].message, "Too many: 17: must have at most 16 items");
+        let providers: String =
+            (0..33).map(|i| format!("    p{i}: {{baseUrl: \"https://x\", apiKind: anthropic}}\n")).collect();
+        let text = VALID.replace("  storage:", &format!("{providers}  storage:"));
+        assert_eq!(fields_of(&text), vec!["spec.providers"]);
     }
 
     #[test]

@@ -297,7 +297,7 @@ apiVersion: lightsout.dev/v1alpha1
 kind: EvaluationRun
 metadata: {{name: strict-{model}}}
 spec:
-  dataset: {{format: swe-prbench, source: "file://{}", sample: {{n: 2, seed: 1}}}}
+  dataset: {{format: swe-prbench, source: "file://{}", sample: {{size: 2, seed: 1}}}}
   agent: {{harness: {{name: single-shot, version: "1.0.0"}}, prompt: {{preset: swe-prbench}}, timeout: 30s}}
   matrix: {{models: [{{name: {model}, provider: agent}}]}}
   judges: {{panel: [{{name: gpt-5, provider: judge}}]}}

@@ -12,6 +12,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::schema::{self, *};
+
 /// Regex an exact harness version must match: digits-and-dots with an optional pre-release or
 /// build suffix. Ranges (`^1.2`, `~1`, `1.x`, `*`) and tags (`latest`, `next`) do not match.
 pub const PINNED_VERSION_PATTERN: &str = r"^v?[0-9]+(\.[0-9]+){0,3}([-+][0-9A-Za-z][0-9A-Za-z.-]*)?$";
@@ -48,6 +50,7 @@ pub const DURATION_PATTERN: &str = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$";
     validation = Rule::new("!has(self.judges) || !has(self.judges.swePrbench) || !has(self.judges.swePrbench.embeddings) || self.judges.swePrbench.embeddings.provider in self.providers").message("judges.swePrbench.embeddings.provider must be declared in spec.providers"),
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::kubernetes_formats)]
 pub struct EvaluationRunSpec {
     /// The tasks to evaluate on.
     pub dataset: DatasetSpec,
@@ -60,7 +63,7 @@ pub struct EvaluationRunSpec {
     pub judges: JudgesSpec,
     /// Model endpoints by name, referenced by `matrix.models[].provider` and `judges.panel[].provider`.
     #[serde(default)]
-    #[schemars(extend("maxProperties" = 32))]
+    #[schemars(extend("maxProperties" = PROVIDERS_MAX))]
     pub providers: BTreeMap<String, ProviderSpec>,
     /// Where results go.
     pub storage: StorageSpec,
@@ -79,8 +82,9 @@ pub struct EvaluationRunSpec {
     /// Stops new trials from starting; running trials finish.
     #[serde(default)]
     pub suspend: bool,
-    /// Kueue LocalQueue to submit trial Jobs to.
+    /// Kueue LocalQueue to submit trial Jobs to (its name goes into a label: at most 63 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = LABEL_MAX))]
     pub queue_name: Option<String>,
     /// Where trial pods may be scheduled.
     #[serde(default)]
@@ -125,6 +129,7 @@ pub struct DatasetSpec {
     /// For `swe-prbench`, the path of `tasks.jsonl`; annotation and context files are looked up
     /// beside it (`annotations/<task_id>_human.json`, `contexts/config_X/<task_id>.json`).
     #[x_kube(validation = Rule::new("self.startsWith('file://') || self.startsWith('s3://')").message("dataset.source must start with file:// or s3://"))]
+    #[schemars(length(max = URL_MAX))]
     pub source: String,
     /// The S3 endpoint and credentials for an `s3://` source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,13 +146,17 @@ pub struct DatasetSpec {
 #[serde(rename_all = "camelCase")]
 pub struct TaskFilter {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = TASK_IDS_MAX), inner(length(max = NAME_MAX)))]
     pub ids: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = FILTER_VALUES_MAX), inner(length(max = WORD_MAX)))]
     pub languages: Vec<String>,
     /// SWE-PRBench difficulty (`Type1_Direct`, `Type2_Contextual`, `Type3_Latent_Candidate`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = FILTER_VALUES_MAX), inner(length(max = WORD_MAX)))]
     pub difficulties: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = TRACKS_MAX))]
     pub tracks: Vec<Track>,
 }
 
@@ -178,9 +187,10 @@ impl Track {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SampleSpec {
-    /// Tasks to keep; all of them when fewer match.
-    #[x_kube(validation = Rule::new("self >= 1").message("dataset.sample.n must be at least 1"))]
-    pub n: i64,
+    /// The sample size: tasks to keep; all of them when fewer match. (Called `n` before: a bare
+    /// `n` is the boolean false to YAML 1.1, which Kubernetes and kubectl read.)
+    #[x_kube(validation = Rule::new("self >= 1").message("dataset.sample.size must be at least 1"))]
+    pub size: i64,
     /// The same seed and dataset always give the same sample.
     #[serde(default)]
     pub seed: i64,
@@ -201,6 +211,7 @@ pub struct AgentSpec {
     /// Wall-clock limit of one trial (`90s`, `30m`, `1h30m`).
     #[serde(default = "default_timeout")]
     #[x_kube(validation = Rule::new("self != '' && self.matches('^([0-9]+h)?([0-9]+m)?([0-9]+s)?$')").message("agent.timeout must be a duration such as 90s, 30m or 1h30m"))]
+    #[schemars(length(max = DURATION_MAX))]
     pub timeout: String,
     /// Model turns the harness may take.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -208,6 +219,7 @@ pub struct AgentSpec {
     pub max_turns: Option<i32>,
     /// CPU and memory of each trial's agent container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = schema::resources)]
     pub resources: Option<ResourceRequirements>,
 }
 
@@ -222,6 +234,7 @@ pub struct HarnessRef {
     pub name: HarnessName,
     /// An exact version (`0.63.0`), never a tag or range: the run must be reproducible.
     #[x_kube(validation = Rule::new("self.matches('^v?[0-9]+(\\\\.[0-9]+){0,3}([-+][0-9A-Za-z][0-9A-Za-z.-]*)?$')").message("harness version must be pinned to an exact version such as 1.2.3 (not latest, a tag or a range)"))]
+    #[schemars(length(max = VERSION_MAX))]
     pub version: String,
 }
 
@@ -264,8 +277,9 @@ pub struct PromptRef {
     /// `default` (ranked findings in review.md) or `swe-prbench` (a JSON array of findings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<PromptPreset>,
-    /// The prompt's full text.
+    /// The prompt's full text (at most 64 KiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = PROMPT_MAX))]
     pub inline: Option<String>,
 }
 
@@ -326,19 +340,22 @@ impl ContextConfig {
 pub struct MatrixSpec {
     /// Models under evaluation.
     #[x_kube(validation = Rule::new("size(self) >= 1").message("matrix.models must list at least one model"))]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = MODELS_MAX))]
     pub models: Vec<ModelRef>,
     /// Reasoning efforts; when absent, each model's provider default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("size(self) >= 1").message("matrix.reasoningEfforts, when set, must not be empty"))]
+    #[schemars(length(max = EFFORTS_MAX))]
     pub reasoning_efforts: Option<Vec<ReasoningEffort>>,
     /// Prompts; when absent, `agent.prompt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("size(self) >= 1").message("matrix.prompts, when set, must not be empty"))]
+    #[schemars(length(max = AXIS_MAX))]
     pub prompts: Option<Vec<PromptRef>>,
     /// Harnesses; when absent, `agent.harness`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("size(self) >= 1").message("matrix.harnesses, when set, must not be empty"))]
+    #[schemars(length(max = AXIS_MAX))]
     pub harnesses: Option<Vec<HarnessRef>>,
     /// Trials per (variant, task).
     #[serde(default = "default_repeats")]
@@ -355,8 +372,10 @@ fn default_repeats() -> i32 {
 pub struct ModelRef {
     /// The provider's model name, e.g. `gpt-5.1` or `claude-sonnet-4-5`.
     #[x_kube(validation = Rule::new("self != ''").message("a model name must not be empty"))]
+    #[schemars(length(max = MODEL_NAME_MAX))]
     pub name: String,
     /// A key of `spec.providers`.
+    #[schemars(length(max = LABEL_MAX))]
     pub provider: String,
 }
 
@@ -389,7 +408,7 @@ impl ReasoningEffort {
 pub struct JudgesSpec {
     /// The judges; best from different model families.
     #[serde(default)]
-    #[schemars(length(max = 9))]
+    #[schemars(length(max = PANEL_MAX))]
     pub panel: Vec<ModelRef>,
     /// How the panel's votes decide a match.
     #[serde(default)]
@@ -397,6 +416,7 @@ pub struct JudgesSpec {
     /// The cut-offs of recall@k.
     #[serde(default = "default_k")]
     #[x_kube(validation = Rule::new("size(self) >= 1 && self.all(k, k >= 1)").message("judges.k must list cut-offs of at least 1"))]
+    #[schemars(length(max = CUTOFFS_MAX))]
     pub k: Vec<i32>,
     /// Which protocol scores the reviews; by default the dataset format's own (SWE-PRBench
     /// datasets: `swe-prbench`, all others: `crbugbench`).
@@ -497,6 +517,7 @@ pub enum VoteRule {
 pub struct ProviderSpec {
     /// The API's base URL, e.g. `https://api.openai.com/v1`.
     #[x_kube(validation = Rule::new("self.startsWith('http://') || self.startsWith('https://')").message("providers[].baseUrl must be an http:// or https:// URL"))]
+    #[schemars(length(max = URL_MAX))]
     pub base_url: String,
     pub api_kind: ApiKind,
     /// The Secret key that holds the API key (in the cluster). Only the worker's metering proxy
@@ -506,6 +527,7 @@ pub struct ProviderSpec {
     /// The environment variable that holds the API key for `lightsout run` on one machine.
     /// Defaults to `OPENAI_API_KEY` or `ANTHROPIC_API_KEY` by API kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = NAME_MAX))]
     pub api_key_env: Option<String>,
 }
 
@@ -548,7 +570,9 @@ impl ApiKind {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretKeyRef {
+    #[schemars(length(max = NAME_MAX))]
     pub name: String,
+    #[schemars(length(max = NAME_MAX))]
     pub key: String,
 }
 
@@ -557,6 +581,7 @@ pub struct SecretKeyRef {
 pub struct StorageSpec {
     /// `s3://bucket/prefix`, or `file://path` for runs on one machine.
     #[x_kube(validation = Rule::new("self.startsWith('file://') || self.startsWith('s3://')").message("storage.results must start with file:// or s3://"))]
+    #[schemars(length(max = URL_MAX))]
     pub results: String,
     /// The S3 endpoint and credentials for an `s3://` results URI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -568,11 +593,14 @@ pub struct StorageSpec {
 pub struct S3Connection {
     /// Endpoint URL for S3-compatible stores; AWS when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = URL_MAX))]
     pub endpoint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = LABEL_MAX))]
     pub region: Option<String>,
     /// A Secret with `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = NAME_MAX))]
     pub secret_name: Option<String>,
     /// Path-style addressing, needed by most S3-compatible servers.
     #[serde(default)]
@@ -600,8 +628,10 @@ pub struct BudgetSpec {
 #[serde(rename_all = "camelCase")]
 pub struct PlacementSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(transform = schema::node_selector)]
     pub node_selector: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(transform = schema::tolerations)]
     pub tolerations: Vec<Toleration>,
 }
 
@@ -621,6 +651,7 @@ pub const MAX_STATUS_VARIANTS: usize = 32;
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::kubernetes_formats)]
 pub struct EvaluationRunStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -13,6 +13,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::schema::{self, *};
 use super::{EvaluationRunSpec, ModelRef};
 
 /// Label on every run a schedule creates: the schedule's name.
@@ -47,16 +48,19 @@ pub const MODELS_HASH_ANNOTATION: &str = "lightsout.dev/models-hash";
     validation = Rule::new("self.models.all(m, m.provider in self.template.spec.providers)").message("every models[].provider must be declared in template.spec.providers"),
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::kubernetes_formats)]
 pub struct EvaluationScheduleSpec {
     /// Cron schedule, five fields (minute hour day-of-month month day-of-week), e.g. `0 2 * * *`.
     #[x_kube(validation = Rule::new("self.split(' ').filter(f, f != '').size() == 5").message("schedule must have five cron fields: minute hour day-of-month month day-of-week"))]
+    #[schemars(length(max = CRON_MAX))]
     pub schedule: String,
     /// IANA time zone the schedule is read in, e.g. `Europe/Berlin`; UTC when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = TIME_ZONE_MAX))]
     pub time_zone: Option<String>,
     /// The models to evaluate: each run's `matrix.models`. Changing the list (a new release)
     /// starts a run at once.
-    #[schemars(length(min = 1, max = 32))]
+    #[schemars(length(min = 1, max = SCHEDULE_MODELS_MAX))]
     pub models: Vec<ModelRef>,
     /// The run each schedule tick creates (its `matrix.models` replaced by `models`).
     pub template: RunTemplate,
@@ -104,8 +108,10 @@ pub struct RunTemplate {
 #[serde(rename_all = "camelCase")]
 pub struct TemplateMetadata {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(transform = schema::template_labels)]
     pub labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(transform = schema::template_annotations)]
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -116,6 +122,7 @@ pub struct BaselinePolicy {
     pub policy: BaselineKind,
     /// With `Pinned`: the run every run is compared with (in the schedule's namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = NAME_MAX))]
     pub run: Option<String>,
 }
 
@@ -173,6 +180,7 @@ pub mod schedule_condition {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::kubernetes_formats)]
 pub struct EvaluationScheduleStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -2,6 +2,7 @@
 
 mod evaluation_run;
 mod evaluation_schedule;
+pub mod schema;
 
 pub use evaluation_run::*;
 pub use evaluation_schedule::*;

@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use super::LoadedTask;
 use crate::api::{SampleSpec, TaskFilter};
 
-/// Keeps the tasks that pass every non-empty filter list, then draws `sample.n` of them.
+/// Keeps the tasks that pass every non-empty filter list, then draws `sample.size` of them.
 ///
 /// The result is sorted by task id and depends only on the set of tasks, the filter and the
 /// seed, never on the order of lines in the file, so a sample is reproducible from its spec.
@@ -15,7 +15,7 @@ pub fn select_tasks(mut tasks: Vec<LoadedTask>, filter: &TaskFilter, sample: Opt
     tasks.retain(|t| matches(filter, &t.task));
     tasks.sort_by(|a, b| a.task.id.cmp(&b.task.id));
     let Some(sample) = sample else { return tasks };
-    let n = usize::try_from(sample.n).unwrap_or(usize::MAX);
+    let n = usize::try_from(sample.size).unwrap_or(usize::MAX);
     if n >= tasks.len() {
         return tasks;
     }
@@ -95,20 +95,20 @@ mod tests {
 
     #[test]
     fn a_sample_is_reproducible_and_independent_of_file_order() {
-        let sample = SampleSpec { n: 7, seed: 42 };
+        let sample = SampleSpec { size: 7, seed: 42 };
         let first = select_tasks(many(), &TaskFilter::default(), Some(&sample));
         let mut reversed = many();
         reversed.reverse();
         let second = select_tasks(reversed, &TaskFilter::default(), Some(&sample));
         assert_eq!(first.len(), 7);
         assert_eq!(ids(&first), ids(&second));
-        let other_seed = select_tasks(many(), &TaskFilter::default(), Some(&SampleSpec { n: 7, seed: 43 }));
+        let other_seed = select_tasks(many(), &TaskFilter::default(), Some(&SampleSpec { size: 7, seed: 43 }));
         assert_ne!(ids(&first), ids(&other_seed));
     }
 
     #[test]
     fn a_sample_larger_than_the_dataset_keeps_everything() {
-        let all = select_tasks(many(), &TaskFilter::default(), Some(&SampleSpec { n: 500, seed: 1 }));
+        let all = select_tasks(many(), &TaskFilter::default(), Some(&SampleSpec { size: 500, seed: 1 }));
         assert_eq!(all.len(), 50);
     }
 }
