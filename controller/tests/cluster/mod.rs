@@ -193,8 +193,11 @@ pub fn store(moto: &moto::Moto) -> Results {
 /// dataset from the controller's disk, both providers served by the scripted model server,
 /// results in moto. `extra` is appended to the spec (indented two spaces).
 pub fn quickstart_run(name: &str, models: &ModelServer, moto: &moto::Moto, extra: &str) -> String {
+    quickstart_run_at(name, &models.base_url(), moto, extra)
+}
+
+fn quickstart_run_at(name: &str, url: &str, moto: &moto::Moto, extra: &str) -> String {
     let dataset = repo_root().join("datasets/sample/crbugbench.jsonl").display().to_string();
-    let url = models.base_url();
     let s3 = moto.endpoint();
     format!(
         r#"apiVersion: lightsout.dev/v1alpha1
@@ -369,4 +372,41 @@ pub fn diagnose(control_plane: &ControlPlane, namespace: &str) -> String {
         get(&["get", "events", "--sort-by=.lastTimestamp"]),
     ]
     .join("\n")
+}
+
+/// A run spec: the quickstart's (see [`quickstart_run`]) changed by `edit` on its JSON form.
+pub fn run_spec(name: &str, models_url: &str, moto: &moto::Moto, edit: impl FnOnce(&mut serde_json::Value)) -> String {
+    let yaml = quickstart_run_at(name, models_url, moto, "");
+    let mut value: serde_json::Value = serde_yaml::from_str(&yaml).unwrap();
+    edit(&mut value);
+    serde_yaml::to_string(&value).unwrap()
+}
+
+/// The sample dataset's first `n` tasks' ids.
+pub fn sample_task_ids(n: usize) -> Vec<String> {
+    let text = std::fs::read_to_string(repo_root().join("datasets/sample/crbugbench.jsonl")).unwrap();
+    text.lines()
+        .take(n)
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["task_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The trial Jobs of a run in the namespace, by name.
+pub async fn jobs_of(ns: &TestNamespace, run: &str) -> Vec<k8s_openapi::api::batch::v1::Job> {
+    let api = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(ns.client.clone(), &ns.name);
+    let mut jobs =
+        api.list(&kube::api::ListParams::default().labels(&format!("lightsout.dev/run={run}"))).await.unwrap().items;
+    jobs.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    jobs
+}
+
+/// Whether a Job finished, and how (`Complete` or `Failed`).
+pub fn job_outcome(job: &k8s_openapi::api::batch::v1::Job) -> Option<String> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        .map(|c| c.type_.clone())
 }
