@@ -308,3 +308,69 @@ async fn a_large_job_file_travels_in_a_config_map_collected_with_its_job() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dataset_in_a_missing_bucket_is_named_on_the_run_and_in_an_event() {
+    let Some(control_plane) = control_plane() else { return };
+    let ns = TestNamespace::create(control_plane, "nobucket").await;
+    let moto = start_moto();
+    let models = ModelServer::start(control_plane);
+    let controller = Controller::start(control_plane, &ControllerConfig::new(control_plane, &ns.name).await, "only");
+    let uri = "s3://no-such-bucket/crbugbench.jsonl";
+    let spec = run_spec("lost", &models.base_url(), &moto, |s| {
+        small(s, 1, 1);
+        s["spec"]["dataset"]["filter"] = json!({});
+        s["spec"]["dataset"]["source"] = json!(uri);
+        s["spec"]["dataset"]["s3"] = s["spec"]["storage"]["s3"].clone();
+    });
+    assert!(kubectl_apply(control_plane, &ns.name, &spec).status.success());
+    let context = || format!("{}\n{}", controller.process.log_tail(40), diagnose(control_plane, &ns.name));
+    let run = wait_condition(&ns, "lost", "Accepted", "False", 2 * MINUTE, context).await;
+    let (_, reason, message) = condition(&run, "Accepted").unwrap();
+    assert_eq!(reason, "DatasetNotFound", "{message}");
+    assert!(message.contains(uri), "{message}");
+    assert!(jobs_of(&ns, "lost").await.is_empty());
+    let warnings = run_ok(control_plane.kubectl().args([
+        "get",
+        "events",
+        "-n",
+        &ns.name,
+        "--field-selector",
+        "involvedObject.name=lost,type=Warning",
+        "-o",
+        "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}",
+    ]));
+    assert!(warnings.lines().any(|l| l.contains(uri)), "no Warning Event naming {uri}:\n{warnings}");
+    // One line per error in the controller's log: no SDK debug dump.
+    let log = controller.process.log_tail(400);
+    assert!(
+        log.lines().all(|l| l.len() < 2000),
+        "a log line of {} bytes",
+        log.lines().map(str::len).max().unwrap_or(0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_in_an_s3_store_named_by_host_name_are_addressed_path_style() {
+    let Some(control_plane) = control_plane() else { return };
+    let ns = TestNamespace::create(control_plane, "pathstyle").await;
+    let moto = start_moto();
+    let models = ModelServer::start(control_plane);
+    // A host name, as a Service's is, not an address: virtual-hosted style would ask for
+    // `results.localhost`, which does not resolve. Its egress is allowed by CIDR.
+    let endpoint = moto.endpoint().replace("127.0.0.1", "localhost");
+    let network = control_plane.scratch_dir("network").join("network.yaml");
+    std::fs::write(&network, "s3Cidrs: [127.0.0.1/32]\n").unwrap();
+    let mut config = ControllerConfig::new(control_plane, &ns.name).await;
+    config.extra_args = vec!["--network-config".into(), network.display().to_string()];
+    let controller = Controller::start(control_plane, &config, "only");
+    let spec = run_spec("named", &models.base_url(), &moto, |s| {
+        small(s, 2, 2);
+        s["spec"]["storage"]["s3"] = json!({"endpoint": endpoint, "region": "us-east-1", "secretName": "s3-creds"});
+    });
+    assert!(kubectl_apply(control_plane, &ns.name, &spec).status.success());
+    let context = || format!("{}\n{}", controller.process.log_tail(40), diagnose(control_plane, &ns.name));
+    let run = wait_condition(&ns, "named", "Complete", "True", 3 * MINUTE, context).await;
+    assert_eq!(run.status.unwrap().trials.succeeded, 2);
+    assert!(store(&moto).get("runs/named/summary.json").await.unwrap().is_some());
+}

@@ -47,12 +47,19 @@ pub struct ControlPlane {
 }
 
 /// The control plane this test binary shares, started on first use; `None` (after printing why)
-/// when its binaries are not built and the tests do not run under CI. Under CI a missing control
-/// plane fails the test.
+/// when its binaries are not built, or this is not root, and the tests do not run under CI.
+/// Under CI either fails the test.
 pub fn shared() -> Option<&'static ControlPlane> {
     static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
     let started = SHARED.get_or_init(|| {
         let binaries = ControlPlaneBinaries::locate()?;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(
+                "not root: the test kubelet runs pods in mount and PID namespaces of their own, which needs root"
+                    .into(),
+            );
+        }
         // Started on a thread of its own: the caller may be inside a tokio runtime.
         std::thread::spawn(move || ControlPlane::start(binaries).map_err(|e| format!("{e:#}")))
             .join()
@@ -60,7 +67,9 @@ pub fn shared() -> Option<&'static ControlPlane> {
     });
     match started {
         Ok(control_plane) => Some(control_plane),
-        Err(reason) if reason.starts_with("no Kubernetes") && !binaries::under_ci() => {
+        Err(reason)
+            if (reason.starts_with("no Kubernetes") || reason.starts_with("not root")) && !binaries::under_ci() =>
+        {
             eprintln!("skipped: {reason}");
             None
         }
