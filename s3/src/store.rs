@@ -9,7 +9,7 @@ use std::time::Duration;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use aws_sdk_s3::Client;
@@ -113,7 +113,8 @@ impl Default for S3Options {
 /// Results under `s3://bucket/prefix`: the store's key `k` is the object `prefix/k`.
 ///
 /// Every call retries transient failures per [`S3Options::retry`]; errors are `io::Error`s whose
-/// message names the operation and the `s3://` URI. Kinds: `PermissionDenied` (403),
+/// message, one line, names the operation and the `s3://` URI and gives S3's error code and
+/// message (or the transport's causes). Kinds: `PermissionDenied` (403),
 /// `NotFound` (404, e.g. no such bucket), `InvalidInput` (another 4xx, or a bad key),
 /// `TimedOut` and the connection kinds for transport failures, `Other` otherwise.
 #[derive(Clone)]
@@ -564,11 +565,7 @@ impl Failure {
     }
 
     fn transient(error: &(dyn StdError + 'static)) -> Self {
-        Failure {
-            transient: true,
-            kind: io_kind_in(error).unwrap_or(io::ErrorKind::Other),
-            detail: DisplayErrorContext(error).to_string(),
-        }
+        Failure { transient: true, kind: io_kind_in(error).unwrap_or(io::ErrorKind::Other), detail: causes(error) }
     }
 
     fn sdk<E>(error: SdkError<E>) -> Self
@@ -600,8 +597,56 @@ impl Failure {
             }
             _ => (false, io::ErrorKind::Other),
         };
-        Failure { transient, kind, detail: DisplayErrorContext(&error).to_string() }
+        Failure { transient, kind, detail: one_line(&error) }
     }
+}
+
+/// The longest detail an error carries (a cause chain can be long; the rest adds nothing).
+const MAX_DETAIL: usize = 300;
+
+/// A failed request in one line: when S3 answered, its error code and message and the HTTP
+/// status (`NoSuchBucket: The specified bucket does not exist (HTTP 404)`); otherwise the chain of
+/// causes (`dispatch failure: … Connection refused`). Never the SDK's `Debug` rendering, which
+/// puts the whole response (metadata, headers, body: kilobytes) into every log line and
+/// condition that shows the error.
+fn one_line<E>(error: &SdkError<E>) -> String
+where
+    E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
+{
+    let SdkError::ServiceError(service) = error else { return causes(error) };
+    let status = service.raw().status().as_u16();
+    let text = match (service.err().code(), service.err().message()) {
+        (Some(code), Some(message)) => format!("{code}: {message} (HTTP {status})"),
+        (Some(code), None) => format!("{code} (HTTP {status})"),
+        (None, Some(message)) => format!("HTTP {status}: {message}"),
+        (None, None) => format!("HTTP {status}"),
+    };
+    clipped(&text)
+}
+
+/// `error` and its sources, each in its own words, joined by `: ` on one line (a cause that
+/// only repeats the previous one is left out).
+fn causes(error: &(dyn StdError + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut current = Some(error);
+    while let Some(error) = current {
+        let text = error.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        if !text.is_empty() && !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+        current = error.source();
+    }
+    clipped(&parts.join(": "))
+}
+
+/// `text` on one line, cut at [`MAX_DETAIL`] bytes (on a character boundary) with `…`.
+fn clipped(text: &str) -> String {
+    let text = text.replace(['\n', '\r'], " ");
+    if text.len() <= MAX_DETAIL {
+        return text;
+    }
+    let cut = (0..=MAX_DETAIL).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+    format!("{}…", &text[..cut])
 }
 
 /// The kind of the first `io::Error` in `error`'s chain of sources (a refused connection, say).
@@ -627,6 +672,29 @@ mod tests {
         assert_eq!(parse_s3_uri("s3://b/").unwrap(), ("b".into(), "".into()));
         assert!(parse_s3_uri("s3:///p").is_err());
         assert!(parse_s3_uri("file:///tmp").is_err());
+    }
+
+    #[test]
+    fn error_details_are_one_short_line() {
+        #[derive(Debug)]
+        struct Layer(&'static str, Option<Box<Layer>>);
+        impl fmt::Display for Layer {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl StdError for Layer {
+            fn source(&self) -> Option<&(dyn StdError + 'static)> {
+                self.1.as_deref().map(|e| e as &(dyn StdError + 'static))
+            }
+        }
+        let chain = Layer("dispatch failure", Some(Box::new(Layer("io error:\n  refused", None))));
+        assert_eq!(causes(&chain), "dispatch failure: io error: refused");
+        let repeated = Layer("timeout: after 5s", Some(Box::new(Layer("after 5s", None))));
+        assert_eq!(causes(&repeated), "timeout: after 5s");
+        let long = "é".repeat(MAX_DETAIL);
+        let cut = clipped(&long);
+        assert!(cut.ends_with('…') && cut.len() <= MAX_DETAIL + '…'.len_utf8(), "{}", cut.len());
     }
 
     #[test]

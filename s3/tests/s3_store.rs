@@ -271,6 +271,12 @@ async fn errors_name_the_bucket_and_key() {
     let message = error.to_string();
     assert!(message.contains("s3://no-such-bucket/p/runs/a/run.json") && message.contains("NoSuchBucket"), "{message}");
     assert!(message.contains("after 1 attempt"), "a missing bucket is not retried: {message}");
+    assert_one_line(&message);
+
+    // A missing key of a bucket that exists is no error at all.
+    let store = store_at(moto.endpoint(), "s3://lightsout-results/p", S3Options::default());
+    create_bucket(&store).await;
+    assert_eq!(store.get("runs/a/run.json").await.unwrap(), None);
 
     // Nothing listens: connection refused, retried, then reported.
     let down = store_at(
@@ -283,7 +289,17 @@ async fn errors_name_the_bucket_and_key() {
     assert!(message.contains("PutObject s3://lightsout-results/p/runs/a/run.json"), "{message}");
     assert!(message.contains("bucket lightsout-results") && message.contains("after 3 attempts"), "{message}");
     assert_eq!(error.kind(), io::ErrorKind::ConnectionRefused, "{message}");
+    assert!(message.contains("Connection refused"), "{message}");
+    assert_one_line(&message);
     assert!(down.list("runs").await.unwrap_err().to_string().contains("ListObjectsV2"));
+}
+
+/// An error as logs and conditions show it: one short line with the service's own words, never
+/// the SDK's `Debug` rendering of the response (kilobytes of metadata and headers).
+fn assert_one_line(message: &str) {
+    assert!(!message.contains('\n'), "more than one line: {message}");
+    assert!(message.len() < 400, "{} bytes: {message}", message.len());
+    assert!(!message.contains("Error {") && !message.contains("request_id"), "a Debug dump: {message}");
 }
 
 #[tokio::test]
