@@ -27,7 +27,7 @@ impl S3Flags {
             endpoint: self.s3_endpoint.clone(),
             region: self.s3_region.clone(),
             secret_name: None,
-            force_path_style: self.s3_force_path_style,
+            force_path_style: self.s3_force_path_style.then_some(true),
         })
     }
 

@@ -11,7 +11,7 @@
 //!     endpoint: Some("http://minio:9000".into()),
 //!     region: None,
 //!     secret_name: Some("results-s3".into()),
-//!     force_path_style: true,
+//!     force_path_style: None,
 //! };
 //! // Credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
 //! let store = S3Store::new("s3://results/lightsout", &connection, None, S3Options::default())?;

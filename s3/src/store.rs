@@ -175,7 +175,7 @@ impl S3Store {
                 None,
                 "lightsout",
             ))
-            .force_path_style(connection.force_path_style)
+            .force_path_style(connection.force_path_style.unwrap_or(false))
             // Retries are ours (`S3Options::retry`), so that one policy covers every call,
             // including reading a body and each part of a multipart upload.
             .retry_config(RetryConfig::disabled())
@@ -197,7 +197,7 @@ impl S3Store {
         credentials: Option<S3Credentials>,
         options: S3Options,
     ) -> io::Result<Self> {
-        let default = S3Connection { endpoint: None, region: None, secret_name: None, force_path_style: false };
+        let default = S3Connection { endpoint: None, region: None, secret_name: None, force_path_style: None };
         S3Store::new(&storage.results, storage.s3.as_ref().unwrap_or(&default), credentials, options)
     }
 
@@ -715,7 +715,7 @@ mod tests {
             endpoint: Some("http://127.0.0.1:9".into()),
             region: None,
             secret_name: None,
-            force_path_style: true,
+            force_path_style: Some(true),
         };
         let credentials = Some(S3Credentials::new("id", "secret"));
         let store =

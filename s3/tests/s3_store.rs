@@ -103,7 +103,7 @@ fn endpoint(port: u16) -> String {
 }
 
 fn connection(endpoint: String) -> S3Connection {
-    S3Connection { endpoint: Some(endpoint), region: None, secret_name: None, force_path_style: true }
+    S3Connection { endpoint: Some(endpoint), region: None, secret_name: None, force_path_style: Some(true) }
 }
 
 fn quick_retries() -> RetryPolicy {

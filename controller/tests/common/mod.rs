@@ -239,7 +239,7 @@ impl Cluster {
             endpoint: Some(self.moto.endpoint()),
             region: Some("us-east-1".into()),
             secret_name: None,
-            force_path_style: true,
+            force_path_style: Some(true),
         };
         Results::open("s3://results/lightsout", Some(&connection), Some(S3Credentials::new("test", "test"))).unwrap()
     }
