@@ -15,7 +15,7 @@ pub struct S3Flags {
     /// S3 region of the bucket.
     #[arg(long = "s3-region")]
     pub s3_region: Option<String>,
-    /// Path-style S3 addressing, which most S3-compatible servers need.
+    /// Path-style S3 addressing even without --s3-endpoint (with one, path-style is the default).
     #[arg(long = "s3-force-path-style")]
     pub s3_force_path_style: bool,
 }

@@ -35,5 +35,7 @@ pub mod uploader;
 pub use aws_sdk_s3;
 pub use results::Results;
 pub use retry::RetryPolicy;
-pub use store::{parse_s3_uri, S3Credentials, S3Options, S3Store, DEFAULT_MULTIPART_THRESHOLD, DEFAULT_REGION};
+pub use store::{
+    parse_s3_uri, path_style, S3Credentials, S3Options, S3Store, DEFAULT_MULTIPART_THRESHOLD, DEFAULT_REGION,
+};
 pub use uploader::{Artifact, UploadError, UploadReport, Uploader, DEFAULT_COMMIT};

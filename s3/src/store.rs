@@ -135,6 +135,16 @@ impl fmt::Debug for S3Store {
     }
 }
 
+/// Whether requests name the bucket in the path (`ENDPOINT/BUCKET/KEY`): `forcePathStyle` when
+/// set; unset, whenever a custom endpoint is. Virtual-hosted addressing puts the bucket in the
+/// host name (`BUCKET.s3.NS.svc:5000`), which a server reached by one name of its own (an
+/// in-cluster Service, `localhost`, an IP) cannot answer: the name does not resolve, or the
+/// server reads its own name's first label as the bucket. On AWS (no endpoint) virtual-hosted
+/// is the default, as AWS wants.
+pub fn path_style(connection: &S3Connection) -> bool {
+    connection.force_path_style.unwrap_or_else(|| connection.endpoint.as_deref().is_some_and(|e| !e.is_empty()))
+}
+
 /// Splits `s3://bucket/prefix` into the bucket and the prefix (without slashes at its ends).
 pub fn parse_s3_uri(uri: &str) -> io::Result<(String, String)> {
     let invalid = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("results URI {uri:?}: {why}"));
@@ -175,7 +185,7 @@ impl S3Store {
                 None,
                 "lightsout",
             ))
-            .force_path_style(connection.force_path_style.unwrap_or(false))
+            .force_path_style(path_style(connection))
             // Retries are ours (`S3Options::retry`), so that one policy covers every call,
             // including reading a body and each part of a multipart upload.
             .retry_config(RetryConfig::disabled())
@@ -672,6 +682,23 @@ mod tests {
         assert_eq!(parse_s3_uri("s3://b/").unwrap(), ("b".into(), "".into()));
         assert!(parse_s3_uri("s3:///p").is_err());
         assert!(parse_s3_uri("file:///tmp").is_err());
+    }
+
+    #[test]
+    fn custom_endpoints_are_path_style_unless_the_connection_says_otherwise() {
+        let connection = |endpoint: Option<&str>, force_path_style: Option<bool>| S3Connection {
+            endpoint: endpoint.map(str::to_string),
+            region: None,
+            secret_name: None,
+            force_path_style,
+        };
+        let minio = Some("http://minio.storage.svc:9000");
+        assert!(path_style(&connection(minio, None)));
+        assert!(path_style(&connection(minio, Some(true))));
+        assert!(!path_style(&connection(minio, Some(false))));
+        assert!(!path_style(&connection(None, None)), "AWS: virtual-hosted");
+        assert!(!path_style(&connection(Some(""), None)), "an empty endpoint is AWS");
+        assert!(path_style(&connection(None, Some(true))));
     }
 
     #[test]
