@@ -314,6 +314,69 @@ async fn an_invalid_spec_gets_a_condition_naming_the_problem_and_no_jobs() {
     assert!(file_results.jobs().await.is_empty());
 }
 
+/// A condition or Event message as an operator reads it: one line, short, the store's own
+/// words, not the S3 SDK's `Debug` dump of the response.
+fn assert_one_line(message: &str) {
+    assert!(!message.contains('\n') && message.len() < 600, "{} bytes: {message}", message.len());
+    assert!(!message.contains("Error {") && !message.contains("request_id"), "{message}");
+}
+
+#[tokio::test]
+async fn a_dataset_in_a_missing_bucket_or_under_a_missing_key_is_refused_with_a_reason_and_an_event() {
+    // The dataset is read through the results store's connection (moto, with the run's Secret).
+    let cases = [
+        ("s3://no-such-bucket/datasets/crbugbench.jsonl", "NoSuchBucket: The specified bucket does not exist"),
+        ("s3://results/datasets/missing.jsonl", "does not exist"),
+    ];
+    for (source, why) in cases {
+        let cluster = Cluster::start_with(|run| run.spec.dataset.source = source.into()).await;
+        let action = cluster.reconcile().await;
+        assert!(cluster.jobs().await.is_empty());
+        let status = cluster.run().await.status.unwrap();
+        let (accepted, reason, message) = condition_of(&status, condition::ACCEPTED);
+        assert_eq!((accepted.as_str(), reason.as_str()), ("False", "DatasetNotFound"), "{message}");
+        assert!(message.contains(source) && message.contains(why), "{message}");
+        assert_one_line(&message);
+        assert_eq!(condition_of(&status, condition::FAILED).1, "DatasetNotFound");
+        let events = cluster.events().await;
+        let warnings: Vec<_> =
+            events.iter().filter(|(kind, reason, _)| kind == "Warning" && reason == "DatasetNotFound").collect();
+        assert_eq!(warnings.len(), 1, "{events:?}");
+        assert!(warnings[0].2.contains(source), "the Event names the URI: {:?}", warnings[0]);
+
+        // No retry storm: looked at again in a minute, and the same refusal is not announced twice.
+        assert_eq!(action, kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(60)));
+        cluster.reconcile().await;
+        let again = cluster.events().await.iter().filter(|(_, reason, _)| reason == "DatasetNotFound").count();
+        assert_eq!(again, 1);
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_dataset_store_is_retried_with_a_condition_that_says_so() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let cluster = Cluster::start_with(move |run| {
+        run.spec.dataset.source = "s3://datasets/crbugbench.jsonl".into();
+        let mut s3 = run.spec.storage.s3.clone().unwrap();
+        s3.endpoint = Some(format!("http://127.0.0.1:{port}"));
+        run.spec.dataset.s3 = Some(s3);
+    })
+    .await;
+    let run = std::sync::Arc::new(cluster.run().await);
+    let error = lightsout_controller::reconcile::reconcile(run, cluster.ctx.clone()).await.unwrap_err();
+    assert_eq!(error.category(), "dataset", "retried as a failed reconcile: {error}");
+    assert_one_line(&error.to_string());
+    let status = cluster.run().await.status.unwrap();
+    let (accepted, reason, message) = condition_of(&status, condition::ACCEPTED);
+    assert_eq!((accepted.as_str(), reason.as_str()), ("False", "DatasetUnavailable"), "{message}");
+    assert!(message.contains("s3://datasets/crbugbench.jsonl") && message.contains("Connection refused"), "{message}");
+    assert_one_line(&message);
+    assert_eq!(condition_of(&status, condition::FAILED).0, "False", "a store that does not answer fails nothing");
+    let events = cluster.events().await;
+    assert!(events.iter().any(|(kind, reason, _)| kind == "Warning" && reason == "DatasetUnavailable"), "{events:?}");
+    assert!(cluster.jobs().await.is_empty());
+}
+
 #[tokio::test]
 async fn changing_the_trials_of_a_started_run_is_refused() {
     let cluster = Cluster::start().await;

@@ -373,6 +373,19 @@ impl Cluster {
     pub fn keys(&self) -> Vec<String> {
         self.moto.keys()
     }
+
+    /// The Events published in the namespace: (type, reason, note), oldest first.
+    pub async fn events(&self) -> Vec<(String, String, String)> {
+        let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(self.client.clone(), NAMESPACE)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        events
+            .into_iter()
+            .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect()
+    }
 }
 
 /// A condition's (status, reason, message).
