@@ -915,7 +915,7 @@ async fn summarise(
     let summary = summary::summarise_run(
         RunIdentity {
             name: prepared.layout.run.clone(),
-            spec_hash: prepared.trials_hash.clone(),
+            spec_hash: prepared.spec_hash.clone(),
             generated_at: ctx.now(),
         },
         DatasetSummary {

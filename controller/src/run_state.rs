@@ -18,7 +18,9 @@
 //! (`Accepted=False`): its trials would be other trials, and mixing their results into one
 //! summary would publish a number nobody ran. `parallelism`, `retries`, `budget`, `suspend`,
 //! `queueName` and `placement` may change at any time. Re-creating a run of the same name with
-//! the same trials resumes it from the stored results.
+//! the same trials resumes it from the stored results. Beside the claim, `runs/<run>/run.json`
+//! records the current spec as `lightsout run` does ([`record_run`]), for `lightsout compare` and
+//! `lightsout report`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -31,10 +33,11 @@ use lightsout_core::hash::sha256_hex;
 use lightsout_core::model::Endpoint;
 use lightsout_core::plan::{self, Plan};
 use lightsout_core::results::{ResultStore, RunLayout};
+use lightsout_core::run_record::{record_run, OtherSpec};
 use lightsout_core::scoring::Scorer;
 use lightsout_core::stored::StoredRun;
 use lightsout_core::summary::{RunSummary, ScoringSettings};
-use lightsout_core::validate::check_rules;
+use lightsout_core::validate::{check_rules, spec_hash};
 use lightsout_s3::{Results, S3Credentials};
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +58,8 @@ pub struct PreparedRun {
     /// `None` when the spec has no judges: reviews are collected, not scored.
     pub scorer: Option<Scorer>,
     pub scoring: ScoringSettings,
-    pub trials_hash: String,
+    /// The hash of the whole spec of this generation, as `run.json` and `summary.json` record it.
+    pub spec_hash: String,
 }
 
 impl PreparedRun {
@@ -189,6 +193,12 @@ pub async fn prepare(run: &EvaluationRun, ctx: &Context) -> Result<(PreparedRun,
     let layout = RunLayout::new(&name);
     let hash = trials_hash(spec);
     claim(&store, &layout, &name, &namespace, &hash).await?;
+    // run.json, as `lightsout run` writes it, so `lightsout compare` and `lightsout report` (and
+    // a schedule's comparisons) read the run: the claim has just established that the stored
+    // results are of this spec's trials, so a record of an earlier generation is replaced (what
+    // differs is `retries`, `parallelism`, `budget`, …). Written after the claim on every
+    // preparation, so a controller that died in between writes it on its next start.
+    record_run(&store, &layout, spec, OtherSpec::Replace).await.map_err(|e| Error::Store(format!("{e:#}")))?;
 
     let endpoints = judge_endpoints(run, ctx, &namespace).await?;
     let scorer = Scorer::from_spec(spec, &endpoints, &ctx.models, &ctx.pricing)
@@ -211,7 +221,7 @@ pub async fn prepare(run: &EvaluationRun, ctx: &Context) -> Result<(PreparedRun,
         layout,
         scorer,
         scoring: ScoringSettings::of(spec),
-        trials_hash: hash,
+        spec_hash: spec_hash(spec),
     };
     Ok((prepared, stored))
 }

@@ -97,6 +97,38 @@ async fn completions_free_slots_and_the_run_completes_with_scored_results_in_sta
     assert!(metrics.contains(r#"lightsout_trials_total{namespace="evals",outcome="ok",run="nightly""#), "{metrics}");
 }
 
+/// The results of a run the controller made read as `lightsout run`'s do: `lightsout compare`
+/// and `lightsout report` (and a schedule's comparisons) load them through `run.json`.
+#[tokio::test]
+async fn a_run_completed_by_the_controller_can_be_compared_and_reported() {
+    use lightsout_core::compare::{compare_runs, load_run, CompareSettings, Verdict};
+    use lightsout_core::run_record::RunRecord;
+
+    let cluster = Cluster::start().await;
+    cluster.reconcile().await;
+    assert!(
+        cluster.keys().iter().any(|k| k == "lightsout/runs/nightly/run.json"),
+        "written when the location is claimed"
+    );
+    let run = run_to_completion(&cluster, 10).await;
+
+    let store = cluster.store();
+    let loaded = load_run(&store, RUN).await.expect("the run loads as lightsout compare loads it");
+    assert_eq!(loaded.name, RUN);
+    assert_eq!(loaded.variants, RunRecord::new(RUN, &run.spec).variants);
+    assert_eq!(loaded.variants.len(), 2);
+    assert_eq!(loaded.records.len(), 6, "every trial's final result");
+    assert_eq!(loaded.spec_hash, loaded.summary.run.spec_hash, "run.json and summary.json name the same spec");
+    let comparison = compare_runs(&loaded, &loaded, &CompareSettings::default()).unwrap();
+    assert_eq!(comparison.verdict, Verdict::NoSignificantChange);
+
+    let report = lightsout_core::report::load(&store, RUN).await.expect("the run loads as lightsout report loads it");
+    let html = lightsout_core::report::render_html(&report);
+    assert!(html.contains("gpt-5-mini"), "the report lists the variants");
+    let uri = lightsout_core::report::store_report(&store, RUN, &report).await.unwrap();
+    assert!(uri.ends_with("runs/nightly/report.html"), "{uri}");
+}
+
 #[tokio::test]
 async fn an_infrastructure_failure_becomes_a_new_attempt_after_its_backoff_and_is_never_scored() {
     let cluster = Cluster::start().await;
@@ -250,9 +282,12 @@ async fn a_restarted_controller_creates_no_duplicate_and_counts_nothing_twice() 
     let jobs_before: Vec<_> = cluster.jobs().await.into_iter().map(|j| j.metadata.name).collect();
     let status_before = cluster.run().await.status.unwrap();
 
-    // The controller is killed: a new one starts with no memory, over the same API and store.
+    // The controller is killed: a new one starts with no memory, over the same API and store
+    // (which lost run.json, as if the first one had died before writing it).
+    cluster.moto.python("s3.delete_object(Bucket='results', Key='lightsout/runs/nightly/run.json')");
     cluster.restart_controller();
     cluster.reconcile().await;
+    assert!(cluster.keys().iter().any(|k| k == "lightsout/runs/nightly/run.json"), "run.json is written again");
     let jobs_after: Vec<_> = cluster.jobs().await.into_iter().map(|j| j.metadata.name).collect();
     assert_eq!(jobs_after, jobs_before, "no Job created twice, none lost");
     let status_after = cluster.run().await.status.unwrap();
