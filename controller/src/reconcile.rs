@@ -924,7 +924,6 @@ async fn summarise(
             tasks: prepared.tasks.len() as u32,
             skipped_lines: prepared.skipped_lines,
         },
-        stored.trials.values().flat_map(|t| t.results.values()).any(|r| r.scripted_model),
         &prepared.scoring,
         &prepared.plan.variants,
         &records,

@@ -92,6 +92,7 @@ async fn completions_free_slots_and_the_run_completes_with_scored_results_in_sta
         .python(&format!("print(s3.get_object(Bucket='results', Key='{summary_key}')['Body'].read().decode())"));
     let summary: RunSummary = serde_json::from_str(&text).unwrap();
     assert_eq!(summary.trials.ok, 6);
+    assert!(summary.scripted_models, "the scripted model server answered the trials, and its answers say so");
     assert!((summary.spend.total_usd - status.spend.total_usd).abs() < 1e-9);
     let metrics = cluster.metrics.encode();
     assert!(metrics.contains(r#"lightsout_trials_total{namespace="evals",outcome="ok",run="nightly""#), "{metrics}");

@@ -784,7 +784,7 @@ mod tests {
         };
         let dataset =
             DatasetSummary { format: "crbugbench".into(), source: "file://x".into(), tasks: 50, skipped_lines: 0 };
-        let summary = summarise_run(identity, dataset, false, &settings, &plan_variants, &records);
+        let summary = summarise_run(identity, dataset, &settings, &plan_variants, &records);
         ComparedRun {
             uri: format!("file:///results/runs/{name}"),
             name: name.into(),

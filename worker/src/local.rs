@@ -268,7 +268,6 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                             timeout,
                             max_tokens: spec.budget.max_trial_tokens.map(|t| t.max(0) as u64),
                             max_usd: spec.budget.max_trial_usd,
-                            scripted_model: providers.scripted.contains(&variant.model.provider),
                             agent: installed.get(&variant.id).map(|harness| AgentSetup {
                                 installed: harness.clone(),
                                 base_tree: workspace::local_base_tree(dataset_file, &loaded.task.repo),
@@ -347,7 +346,6 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
             tasks: tasks.len() as u32,
             skipped_lines: skipped_lines.len() as u32,
         },
-        !providers.scripted.is_empty(),
         &settings,
         &plan.variants,
         &records,

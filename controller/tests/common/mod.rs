@@ -293,7 +293,6 @@ impl Cluster {
                     timeout: if end == PodEnd::AgentTimesOut { Duration::ZERO } else { pod_job.timeout() },
                     max_tokens: pod_job.max_tokens,
                     max_usd: pod_job.max_usd,
-                    scripted_model: false,
                     agent: None,
                 };
                 let client = ModelClient::new(Duration::from_secs(30), RetryPolicy::default());
