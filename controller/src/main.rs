@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use chrono::TimeDelta;
 use clap::{Parser, ValueEnum};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
@@ -15,6 +16,7 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
+use lightsout_controller::backoff::Backoff;
 use lightsout_controller::context::{self, ClusterView, Context, ControllerSettings};
 use lightsout_controller::evaluation_schedule::{self, ScheduleContext};
 use lightsout_controller::http::{self, Health};
@@ -22,6 +24,7 @@ use lightsout_controller::job::TrialSettings;
 use lightsout_controller::leader::{LeaderLease, LeaseSettings};
 use lightsout_controller::metrics::Metrics;
 use lightsout_controller::network::NetworkSettings;
+use lightsout_controller::observe::ObserveSettings;
 use lightsout_controller::{comparison, labels, reconcile};
 use lightsout_core::api::{EvaluationRun, EvaluationSchedule};
 use lightsout_core::model::{ModelClient, RetryPolicy};
@@ -74,6 +77,19 @@ struct Args {
     /// Runs reconciled at once.
     #[arg(long, default_value_t = 4)]
     concurrency: u16,
+    /// How long a trial pod may keep failing to pull an image before the attempt is an
+    /// infrastructure failure (e.g. 90s, 5m).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
+    image_pull_grace: Duration,
+    /// How long a trial pod may stay unscheduled before the attempt is an infrastructure failure.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15m")]
+    unscheduled_grace: Duration,
+    /// The delay before the next attempt after an infrastructure failure; it doubles with each
+    /// failed attempt, up to --infra-retry-backoff-max.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    infra_retry_backoff: Duration,
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "6m")]
+    infra_retry_backoff_max: Duration,
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     log_format: LogFormat,
 }
@@ -219,6 +235,11 @@ async fn run_controller(
     let mut settings = ControllerSettings::new(trial);
     settings.network = network;
     settings.finished_job_ttl_seconds = args.finished_job_ttl_seconds;
+    settings.observe = ObserveSettings {
+        image_pull_grace: TimeDelta::from_std(args.image_pull_grace).unwrap_or(TimeDelta::MAX),
+        unscheduled_grace: TimeDelta::from_std(args.unscheduled_grace).unwrap_or(TimeDelta::MAX),
+    };
+    settings.backoff = Backoff { base: args.infra_retry_backoff, cap: args.infra_retry_backoff_max };
 
     let (runs, jobs, pods): (Api<EvaluationRun>, Api<Job>, Api<Pod>) = match &args.namespace {
         Some(ns) => (
@@ -297,4 +318,33 @@ async fn run_controller(
         });
     futures::join!(run_controller, schedule_controller);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_periods_and_backoff_default_to_the_librarys_and_take_humantime_durations() {
+        let args = Args::try_parse_from(["lightsout-controller", "--worker-image=w"]).unwrap();
+        let observe = ObserveSettings::default();
+        assert_eq!(TimeDelta::from_std(args.image_pull_grace).unwrap(), observe.image_pull_grace);
+        assert_eq!(TimeDelta::from_std(args.unscheduled_grace).unwrap(), observe.unscheduled_grace);
+        assert_eq!(Backoff { base: args.infra_retry_backoff, cap: args.infra_retry_backoff_max }, Backoff::default());
+
+        let args = Args::try_parse_from([
+            "lightsout-controller",
+            "--worker-image=w",
+            "--image-pull-grace=30s",
+            "--unscheduled-grace=1m 30s",
+            "--infra-retry-backoff=500ms",
+            "--infra-retry-backoff-max=2s",
+        ])
+        .unwrap();
+        assert_eq!(
+            (args.image_pull_grace, args.unscheduled_grace, args.infra_retry_backoff, args.infra_retry_backoff_max),
+            (Duration::from_secs(30), Duration::from_secs(90), Duration::from_millis(500), Duration::from_secs(2))
+        );
+        assert!(Args::try_parse_from(["lightsout-controller", "--worker-image=w", "--image-pull-grace=soon"]).is_err());
+    }
 }
