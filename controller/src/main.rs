@@ -25,7 +25,7 @@ use lightsout_controller::leader::{LeaderLease, LeaseSettings};
 use lightsout_controller::metrics::Metrics;
 use lightsout_controller::network::NetworkSettings;
 use lightsout_controller::observe::ObserveSettings;
-use lightsout_controller::{comparison, labels, reconcile};
+use lightsout_controller::{comparison, labels, reconcile, shutdown};
 use lightsout_core::api::{EvaluationRun, EvaluationSchedule};
 use lightsout_core::model::{ModelClient, RetryPolicy};
 use lightsout_core::pricing::PricingTable;
@@ -90,6 +90,11 @@ struct Args {
     infra_retry_backoff: Duration,
     #[arg(long, value_parser = humantime::parse_duration, default_value = "6m")]
     infra_retry_backoff_max: Duration,
+    /// On SIGTERM, how long reconciles in flight may finish before they are cancelled (and never
+    /// past the point where the leader Lease, no longer renewed, could be taken over). Keep it
+    /// under the pod's terminationGracePeriodSeconds.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "25s")]
+    shutdown_timeout: Duration,
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     log_format: LogFormat,
 }
@@ -170,42 +175,13 @@ async fn main() -> anyhow::Result<()> {
     }
     metrics.set_leader(true);
     tracing::info!(identity, "leading");
-    let renewals = tokio::spawn(keep_lease(lease.clone(), stop_tx.clone(), metrics.clone()));
-
-    let result = run_controller(&args, client, metrics.clone(), stopped(stop_rx.clone())).await;
-    renewals.abort();
+    let controllers = run_controller(&args, client, metrics.clone(), stopped(stop_rx.clone()));
+    let result = shutdown::lead(&lease, controllers, &stop_tx, args.shutdown_timeout).await;
     metrics.set_leader(false);
-    if let Err(e) = lease.release().await {
-        tracing::warn!(error = %e, "could not release the leader Lease");
-    }
     let _ = stop_tx.send(true);
     server.await??;
-    result
-}
-
-/// Renews the Lease; stops the controller when it cannot, before another replica may take over.
-async fn keep_lease(lease: Arc<LeaderLease>, stop: watch::Sender<bool>, metrics: Arc<Metrics>) {
-    let settings = lease.settings().clone();
-    let mut last_renewed = tokio::time::Instant::now();
-    loop {
-        tokio::time::sleep(settings.renew_every).await;
-        match lease.try_acquire(chrono::Utc::now()).await {
-            Ok(true) => last_renewed = tokio::time::Instant::now(),
-            Ok(false) => {
-                tracing::error!("lost the leader Lease to another replica: stopping");
-                break;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "could not renew the leader Lease");
-                if last_renewed.elapsed() >= settings.give_up_after {
-                    tracing::error!("could not renew the leader Lease in time: stopping");
-                    break;
-                }
-            }
-        }
-    }
-    metrics.set_leader(false);
-    let _ = stop.send(true);
+    // Abandoned at the deadline: an orderly stop all the same (the reconciles are restart-safe).
+    result.unwrap_or(Ok(()))
 }
 
 async fn run_controller(
@@ -331,6 +307,7 @@ mod tests {
         assert_eq!(TimeDelta::from_std(args.image_pull_grace).unwrap(), observe.image_pull_grace);
         assert_eq!(TimeDelta::from_std(args.unscheduled_grace).unwrap(), observe.unscheduled_grace);
         assert_eq!(Backoff { base: args.infra_retry_backoff, cap: args.infra_retry_backoff_max }, Backoff::default());
+        assert_eq!(args.shutdown_timeout, Duration::from_secs(25));
 
         let args = Args::try_parse_from([
             "lightsout-controller",
@@ -339,12 +316,14 @@ mod tests {
             "--unscheduled-grace=1m 30s",
             "--infra-retry-backoff=500ms",
             "--infra-retry-backoff-max=2s",
+            "--shutdown-timeout=10s",
         ])
         .unwrap();
         assert_eq!(
             (args.image_pull_grace, args.unscheduled_grace, args.infra_retry_backoff, args.infra_retry_backoff_max),
             (Duration::from_secs(30), Duration::from_secs(90), Duration::from_millis(500), Duration::from_secs(2))
         );
+        assert_eq!(args.shutdown_timeout, Duration::from_secs(10));
         assert!(Args::try_parse_from(["lightsout-controller", "--worker-image=w", "--image-pull-grace=soon"]).is_err());
     }
 }
