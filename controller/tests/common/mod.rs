@@ -134,6 +134,15 @@ impl Cluster {
 
     /// `edit` changes the run before it is created.
     pub async fn start_with(edit: impl FnOnce(&mut EvaluationRun)) -> Cluster {
+        Cluster::start_full(edit, |builder| builder).await
+    }
+
+    /// As [`Cluster::start_with`]; `objects` adds resources and objects to the fake API server
+    /// (an `EvaluationSchedule`, say).
+    pub async fn start_full(
+        edit: impl FnOnce(&mut EvaluationRun),
+        objects: impl FnOnce(ClientBuilder) -> ClientBuilder,
+    ) -> Cluster {
         let moto = moto::Moto::start();
         moto.python("s3.create_bucket(Bucket='results')");
         let scripted = ScriptedServer::start(ScriptedConfig::default()).await.unwrap();
@@ -141,14 +150,12 @@ impl Cluster {
         edit(&mut run);
         // An object with a status makes the fake API give its type a status subresource.
         run.status.get_or_insert_with(Default::default);
-        let client = ClientBuilder::new()
+        let builder = ClientBuilder::new()
             .with_resource::<EvaluationRun>()
             .with_object(run)
             .with_object(secret("model-key", &[("api-key", MODEL_KEY)]))
-            .with_object(secret("s3-creds", &[("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")]))
-            .build()
-            .await
-            .unwrap();
+            .with_object(secret("s3-creds", &[("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")]));
+        let client = objects(builder).build().await.unwrap();
         let clock = Arc::new(Mutex::new(DateTime::parse_from_rfc3339("2026-12-01T08:00:00Z").unwrap().to_utc()));
         let metrics = Arc::new(Metrics::new());
         let ctx = Cluster::context(&client, &clock, &metrics);
@@ -198,7 +205,12 @@ impl Cluster {
 
     /// One reconcile of the run as it is in the API now.
     pub async fn reconcile(&self) -> Action {
-        let run = self.run().await;
+        self.reconcile_run(RUN).await
+    }
+
+    /// One reconcile of the run `name` as it is in the API now.
+    pub async fn reconcile_run(&self, name: &str) -> Action {
+        let run = self.runs().get(name).await.unwrap();
         reconcile(Arc::new(run), self.ctx.clone()).await.expect("reconcile")
     }
 
@@ -395,14 +407,19 @@ pub fn condition_of(status: &EvaluationRunStatus, type_: &str) -> (String, Strin
 
 /// Reconciles and runs pods until the run is complete (at most `rounds` rounds).
 pub async fn run_to_completion(cluster: &Cluster, rounds: usize) -> EvaluationRun {
+    run_named_to_completion(cluster, RUN, rounds).await
+}
+
+/// Reconciles the run `name` and runs pods until it is complete (at most `rounds` rounds).
+pub async fn run_named_to_completion(cluster: &Cluster, name: &str, rounds: usize) -> EvaluationRun {
     for _ in 0..rounds {
-        cluster.reconcile().await;
-        let run = cluster.run().await;
+        cluster.reconcile_run(name).await;
+        let run = cluster.runs().get(name).await.unwrap();
         if condition_of(run.status.as_ref().unwrap(), lightsout_core::api::condition::COMPLETE).0 == "True" {
             return run;
         }
         cluster.run_active(PodEnd::Worker).await;
         cluster.expire_finished_jobs().await;
     }
-    panic!("the run did not complete: {:?}", cluster.run().await.status);
+    panic!("the run {name} did not complete: {:?}", cluster.runs().get(name).await.unwrap().status);
 }
