@@ -156,10 +156,8 @@ async fn main() -> anyhow::Result<()> {
     health.set_ready(true);
 
     let identity = args.identity.clone().unwrap_or_else(|| format!("lightsout-controller-{}", std::process::id()));
-    let lease = Arc::new(LeaderLease::new(
-        client.clone(),
-        LeaseSettings::new(&args.lease_namespace, &args.lease_name, identity.clone()),
-    ));
+    let lease =
+        LeaderLease::new(client.clone(), LeaseSettings::new(&args.lease_namespace, &args.lease_name, identity.clone()));
     tracing::info!(identity, lease = args.lease_name, "waiting for the leader Lease");
     loop {
         if *stop_rx.borrow() {
