@@ -244,6 +244,10 @@ for arg in ["--namespace=team-evals", "--network-config=/etc/lightsout/network.y
             "--concurrency=8", "--finished-job-ttl-seconds=1800", "--metrics-address=0.0.0.0:9090",
             "--default-task-image=python:3.12-slim", "--repo-path=/workspace/repo", "--trial-service-account=eval-trial"]:
     check(arg in args, "all-on: the controller lacks %s" % arg)
+# The controller stops (its --shutdown-timeout) before Kubernetes kills it.
+pod = one(all_on, "Deployment")["spec"]["template"]["spec"]
+check(pod.get("terminationGracePeriodSeconds") == 45 and "--shutdown-timeout=40s" in args,
+      "all-on: terminationGracePeriodSeconds 45 and --shutdown-timeout=40s")
 config = one(all_on, "ConfigMap", "lightsout-controller-config")
 check(yaml.safe_load(config["data"]["network.yaml"])["providerCidrs"]["openai"] == ["203.0.113.0/24"], "all-on: network.yaml")
 egress = [p for p in all_on if p["kind"] == "NetworkPolicy" and p["metadata"]["name"] == "lightsout-controller"][0]["spec"]["egress"]

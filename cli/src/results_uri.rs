@@ -15,7 +15,7 @@ pub struct S3Flags {
     /// S3 region of the bucket.
     #[arg(long = "s3-region")]
     pub s3_region: Option<String>,
-    /// Path-style S3 addressing, which most S3-compatible servers need.
+    /// Path-style S3 addressing even without --s3-endpoint (with one, path-style is the default).
     #[arg(long = "s3-force-path-style")]
     pub s3_force_path_style: bool,
 }
@@ -27,7 +27,7 @@ impl S3Flags {
             endpoint: self.s3_endpoint.clone(),
             region: self.s3_region.clone(),
             secret_name: None,
-            force_path_style: self.s3_force_path_style,
+            force_path_style: self.s3_force_path_style.then_some(true),
         })
     }
 

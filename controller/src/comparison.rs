@@ -34,7 +34,7 @@ async fn load(ctx: &Context, run: &EvaluationRun) -> Result<(Results, ComparedRu
     let credentials = s3_credentials(storage.s3.as_ref(), ctx, &namespace, "spec.storage.s3.secretName")
         .await
         .map_err(|e| match e {
-            PrepareError::Invalid(message) => format!("run {name}: {message}"),
+            PrepareError::Refused(refusal) => format!("run {name}: {}", refusal.message),
             PrepareError::Infra(e) => format!("run {name}: {e}"),
         })?;
     let store = Results::open(&storage.results, storage.s3.as_ref(), credentials)

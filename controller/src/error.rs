@@ -13,6 +13,9 @@ pub enum Error {
     Metadata(&'static str),
     #[error("judging: {0}")]
     Judge(String),
+    /// The dataset's store did not answer; the run's `Accepted=False` condition says so too.
+    #[error("dataset: {0}")]
+    Dataset(String),
 }
 
 impl Error {
@@ -23,6 +26,7 @@ impl Error {
             Error::Store(_) => "results-store",
             Error::Metadata(_) => "metadata",
             Error::Judge(_) => "judge",
+            Error::Dataset(_) => "dataset",
         }
     }
 

@@ -18,6 +18,7 @@ pub mod observe;
 pub mod reconcile;
 pub mod run_state;
 pub mod schedule;
+pub mod shutdown;
 pub mod status;
 
 /// Selects ring as the process's TLS crypto provider. The dependency graph enables both of

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use chrono::TimeDelta;
 use clap::{Parser, ValueEnum};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
@@ -15,6 +16,7 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
+use lightsout_controller::backoff::Backoff;
 use lightsout_controller::context::{self, ClusterView, Context, ControllerSettings};
 use lightsout_controller::evaluation_schedule::{self, ScheduleContext};
 use lightsout_controller::http::{self, Health};
@@ -22,7 +24,8 @@ use lightsout_controller::job::TrialSettings;
 use lightsout_controller::leader::{LeaderLease, LeaseSettings};
 use lightsout_controller::metrics::Metrics;
 use lightsout_controller::network::NetworkSettings;
-use lightsout_controller::{comparison, labels, reconcile};
+use lightsout_controller::observe::ObserveSettings;
+use lightsout_controller::{comparison, labels, reconcile, shutdown};
 use lightsout_core::api::{EvaluationRun, EvaluationSchedule};
 use lightsout_core::model::{ModelClient, RetryPolicy};
 use lightsout_core::pricing::PricingTable;
@@ -74,6 +77,24 @@ struct Args {
     /// Runs reconciled at once.
     #[arg(long, default_value_t = 4)]
     concurrency: u16,
+    /// How long a trial pod may keep failing to pull an image before the attempt is an
+    /// infrastructure failure (e.g. 90s, 5m).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
+    image_pull_grace: Duration,
+    /// How long a trial pod may stay unscheduled before the attempt is an infrastructure failure.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15m")]
+    unscheduled_grace: Duration,
+    /// The delay before the next attempt after an infrastructure failure; it doubles with each
+    /// failed attempt, up to --infra-retry-backoff-max.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    infra_retry_backoff: Duration,
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "6m")]
+    infra_retry_backoff_max: Duration,
+    /// On SIGTERM, how long reconciles in flight may finish before they are cancelled (and never
+    /// past the point where the leader Lease, no longer renewed, could be taken over). Keep it
+    /// under the pod's terminationGracePeriodSeconds.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "25s")]
+    shutdown_timeout: Duration,
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     log_format: LogFormat,
 }
@@ -135,10 +156,8 @@ async fn main() -> anyhow::Result<()> {
     health.set_ready(true);
 
     let identity = args.identity.clone().unwrap_or_else(|| format!("lightsout-controller-{}", std::process::id()));
-    let lease = Arc::new(LeaderLease::new(
-        client.clone(),
-        LeaseSettings::new(&args.lease_namespace, &args.lease_name, identity.clone()),
-    ));
+    let lease =
+        LeaderLease::new(client.clone(), LeaseSettings::new(&args.lease_namespace, &args.lease_name, identity.clone()));
     tracing::info!(identity, lease = args.lease_name, "waiting for the leader Lease");
     loop {
         if *stop_rx.borrow() {
@@ -154,42 +173,13 @@ async fn main() -> anyhow::Result<()> {
     }
     metrics.set_leader(true);
     tracing::info!(identity, "leading");
-    let renewals = tokio::spawn(keep_lease(lease.clone(), stop_tx.clone(), metrics.clone()));
-
-    let result = run_controller(&args, client, metrics.clone(), stopped(stop_rx.clone())).await;
-    renewals.abort();
+    let controllers = run_controller(&args, client, metrics.clone(), stopped(stop_rx.clone()));
+    let result = shutdown::lead(&lease, controllers, &stop_tx, args.shutdown_timeout).await;
     metrics.set_leader(false);
-    if let Err(e) = lease.release().await {
-        tracing::warn!(error = %e, "could not release the leader Lease");
-    }
     let _ = stop_tx.send(true);
     server.await??;
-    result
-}
-
-/// Renews the Lease; stops the controller when it cannot, before another replica may take over.
-async fn keep_lease(lease: Arc<LeaderLease>, stop: watch::Sender<bool>, metrics: Arc<Metrics>) {
-    let settings = lease.settings().clone();
-    let mut last_renewed = tokio::time::Instant::now();
-    loop {
-        tokio::time::sleep(settings.renew_every).await;
-        match lease.try_acquire(chrono::Utc::now()).await {
-            Ok(true) => last_renewed = tokio::time::Instant::now(),
-            Ok(false) => {
-                tracing::error!("lost the leader Lease to another replica: stopping");
-                break;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "could not renew the leader Lease");
-                if last_renewed.elapsed() >= settings.give_up_after {
-                    tracing::error!("could not renew the leader Lease in time: stopping");
-                    break;
-                }
-            }
-        }
-    }
-    metrics.set_leader(false);
-    let _ = stop.send(true);
+    // Abandoned at the deadline: an orderly stop all the same (the reconciles are restart-safe).
+    result.unwrap_or(Ok(()))
 }
 
 async fn run_controller(
@@ -219,6 +209,11 @@ async fn run_controller(
     let mut settings = ControllerSettings::new(trial);
     settings.network = network;
     settings.finished_job_ttl_seconds = args.finished_job_ttl_seconds;
+    settings.observe = ObserveSettings {
+        image_pull_grace: TimeDelta::from_std(args.image_pull_grace).unwrap_or(TimeDelta::MAX),
+        unscheduled_grace: TimeDelta::from_std(args.unscheduled_grace).unwrap_or(TimeDelta::MAX),
+    };
+    settings.backoff = Backoff { base: args.infra_retry_backoff, cap: args.infra_retry_backoff_max };
 
     let (runs, jobs, pods): (Api<EvaluationRun>, Api<Job>, Api<Pod>) = match &args.namespace {
         Some(ns) => (
@@ -297,4 +292,36 @@ async fn run_controller(
         });
     futures::join!(run_controller, schedule_controller);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_periods_and_backoff_default_to_the_librarys_and_take_humantime_durations() {
+        let args = Args::try_parse_from(["lightsout-controller", "--worker-image=w"]).unwrap();
+        let observe = ObserveSettings::default();
+        assert_eq!(TimeDelta::from_std(args.image_pull_grace).unwrap(), observe.image_pull_grace);
+        assert_eq!(TimeDelta::from_std(args.unscheduled_grace).unwrap(), observe.unscheduled_grace);
+        assert_eq!(Backoff { base: args.infra_retry_backoff, cap: args.infra_retry_backoff_max }, Backoff::default());
+        assert_eq!(args.shutdown_timeout, Duration::from_secs(25));
+
+        let args = Args::try_parse_from([
+            "lightsout-controller",
+            "--worker-image=w",
+            "--image-pull-grace=30s",
+            "--unscheduled-grace=1m 30s",
+            "--infra-retry-backoff=500ms",
+            "--infra-retry-backoff-max=2s",
+            "--shutdown-timeout=10s",
+        ])
+        .unwrap();
+        assert_eq!(
+            (args.image_pull_grace, args.unscheduled_grace, args.infra_retry_backoff, args.infra_retry_backoff_max),
+            (Duration::from_secs(30), Duration::from_secs(90), Duration::from_millis(500), Duration::from_secs(2))
+        );
+        assert_eq!(args.shutdown_timeout, Duration::from_secs(10));
+        assert!(Args::try_parse_from(["lightsout-controller", "--worker-image=w", "--image-pull-grace=soon"]).is_err());
+    }
 }

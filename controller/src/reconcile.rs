@@ -59,7 +59,7 @@ use crate::observation::{AttemptState, InfraReason, TrialState};
 use crate::observe::{self, observe};
 use crate::run_state::{self, PrepareError, PreparedRun, RunState};
 use crate::schedule::{decide, Decision, Policy};
-use crate::status::{self, compute_status};
+use crate::status::{self, compute_status, Refusal};
 
 /// The finalizer that lets the controller clean up what a run created.
 pub const FINALIZER: &str = "lightsout.dev/cleanup";
@@ -150,9 +150,9 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
                 }
                 state.prepared = Some(Arc::new(prepared));
             }
-            Err(PrepareError::Invalid(message)) => {
+            Err(PrepareError::Refused(refusal)) => {
                 state.prepared = None;
-                return reject(run, ctx, &state, message).await;
+                return reject(run, ctx, &state, refusal).await;
             }
             Err(PrepareError::Infra(e)) => return Err(e),
         }
@@ -162,7 +162,7 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
     if state.network_generation != generation {
         if let Err(message) = apply_network_policy(run, ctx, &namespace).await? {
             state.prepared = None;
-            return reject(run, ctx, &state, message).await;
+            return reject(run, ctx, &state, Refusal::invalid(message)).await;
         }
         state.network_generation = generation;
     }
@@ -315,14 +315,17 @@ async fn ensure_finalizer(run: &EvaluationRun, ctx: &Context, namespace: &str, n
     Ok(())
 }
 
-/// Writes the status of a run whose spec was refused, with an Event when the refusal is new.
-async fn reject(run: &EvaluationRun, ctx: &Context, state: &RunState, message: String) -> Result<Action, Error> {
+/// Writes the status of a run that was refused, with a Warning Event (the refusal's reason) when
+/// the refusal is new. A spec problem is looked at again after [`INVALID_REQUEUE`] (a missing
+/// Secret or bucket may appear); a transient one fails the reconcile, so it is retried sooner
+/// and counted among the reconcile errors.
+async fn reject(run: &EvaluationRun, ctx: &Context, state: &RunState, refusal: Refusal) -> Result<Action, Error> {
     let previous = run.status.as_ref();
     let new_status = compute_status(
         previous,
         &status::Observed {
             generation: run.metadata.generation,
-            spec_valid: Err(message.clone()),
+            spec_valid: Err(refusal.clone()),
             suspended: run.spec.suspend,
             budget_usd: run.spec.budget.max_usd,
             running: 0,
@@ -333,10 +336,13 @@ async fn reject(run: &EvaluationRun, ctx: &Context, state: &RunState, message: S
         },
     );
     let was = previous.and_then(|p| status::condition(p, condition::ACCEPTED));
-    if was.is_none_or(|c| c.status != "False" || c.message != message) {
-        ctx.event(run, true, "InvalidSpec", message).await;
+    if was.is_none_or(|c| c.status != "False" || c.reason != refusal.reason || c.message != refusal.message) {
+        ctx.event(run, true, refusal.reason, refusal.message.clone()).await;
     }
     write_status(run, ctx, &new_status).await?;
+    if refusal.transient {
+        return Err(Error::Dataset(refusal.message));
+    }
     Ok(Action::requeue(INVALID_REQUEUE))
 }
 
@@ -909,7 +915,7 @@ async fn summarise(
     let summary = summary::summarise_run(
         RunIdentity {
             name: prepared.layout.run.clone(),
-            spec_hash: prepared.trials_hash.clone(),
+            spec_hash: prepared.spec_hash.clone(),
             generated_at: ctx.now(),
         },
         DatasetSummary {
@@ -918,7 +924,6 @@ async fn summarise(
             tasks: prepared.tasks.len() as u32,
             skipped_lines: prepared.skipped_lines,
         },
-        stored.trials.values().flat_map(|t| t.results.values()).any(|r| r.scripted_model),
         &prepared.scoring,
         &prepared.plan.variants,
         &records,

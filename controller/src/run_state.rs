@@ -18,7 +18,9 @@
 //! (`Accepted=False`): its trials would be other trials, and mixing their results into one
 //! summary would publish a number nobody ran. `parallelism`, `retries`, `budget`, `suspend`,
 //! `queueName` and `placement` may change at any time. Re-creating a run of the same name with
-//! the same trials resumes it from the stored results.
+//! the same trials resumes it from the stored results. Beside the claim, `runs/<run>/run.json`
+//! records the current spec as `lightsout run` does ([`record_run`]), for `lightsout compare` and
+//! `lightsout report`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -31,15 +33,17 @@ use lightsout_core::hash::sha256_hex;
 use lightsout_core::model::Endpoint;
 use lightsout_core::plan::{self, Plan};
 use lightsout_core::results::{ResultStore, RunLayout};
+use lightsout_core::run_record::{record_run, OtherSpec};
 use lightsout_core::scoring::Scorer;
 use lightsout_core::stored::StoredRun;
 use lightsout_core::summary::{RunSummary, ScoringSettings};
-use lightsout_core::validate::check_rules;
+use lightsout_core::validate::{check_rules, spec_hash};
 use lightsout_s3::{Results, S3Credentials};
 use serde::{Deserialize, Serialize};
 
 use crate::context::{Context, SecretError};
 use crate::error::Error;
+use crate::status::{reason, Refusal};
 
 /// The run's spec, dereferenced for one generation.
 pub struct PreparedRun {
@@ -54,7 +58,8 @@ pub struct PreparedRun {
     /// `None` when the spec has no judges: reviews are collected, not scored.
     pub scorer: Option<Scorer>,
     pub scoring: ScoringSettings,
-    pub trials_hash: String,
+    /// The hash of the whole spec of this generation, as `run.json` and `summary.json` record it.
+    pub spec_hash: String,
 }
 
 impl PreparedRun {
@@ -97,10 +102,17 @@ pub fn counted_key(trial_id: &str) -> u64 {
 /// Why a run could not be prepared.
 #[derive(Debug)]
 pub enum PrepareError {
-    /// The spec, or something it names, is wrong: `Accepted=False` with this message.
-    Invalid(String),
+    /// The run cannot be accepted (now): `Accepted=False` with the refusal's reason and message.
+    Refused(Refusal),
     /// A transient failure (API, store): retried.
     Infra(Error),
+}
+
+impl PrepareError {
+    /// The spec, or something it names, is wrong (`InvalidSpec`).
+    pub fn invalid(message: String) -> PrepareError {
+        PrepareError::Refused(Refusal::invalid(message))
+    }
 }
 
 impl From<Error> for PrepareError {
@@ -134,7 +146,7 @@ pub fn trials_hash(spec: &EvaluationRunSpec) -> String {
 /// Dereferences and validates `run` (see the module docs).
 /// Returns the prepared run and the results store's content.
 pub async fn prepare(run: &EvaluationRun, ctx: &Context) -> Result<(PreparedRun, StoredRun), PrepareError> {
-    let invalid = PrepareError::Invalid;
+    let invalid = PrepareError::invalid;
     let spec = &run.spec;
     let name = run.metadata.name.clone().ok_or(Error::Metadata("metadata.name is missing"))?;
     let namespace = run.metadata.namespace.clone().ok_or(Error::Metadata("metadata.namespace is missing"))?;
@@ -181,6 +193,12 @@ pub async fn prepare(run: &EvaluationRun, ctx: &Context) -> Result<(PreparedRun,
     let layout = RunLayout::new(&name);
     let hash = trials_hash(spec);
     claim(&store, &layout, &name, &namespace, &hash).await?;
+    // run.json, as `lightsout run` writes it, so `lightsout compare` and `lightsout report` (and
+    // a schedule's comparisons) read the run: the claim has just established that the stored
+    // results are of this spec's trials, so a record of an earlier generation is replaced (what
+    // differs is `retries`, `parallelism`, `budget`, …). Written after the claim on every
+    // preparation, so a controller that died in between writes it on its next start.
+    record_run(&store, &layout, spec, OtherSpec::Replace).await.map_err(|e| Error::Store(format!("{e:#}")))?;
 
     let endpoints = judge_endpoints(run, ctx, &namespace).await?;
     let scorer = Scorer::from_spec(spec, &endpoints, &ctx.models, &ctx.pricing)
@@ -203,7 +221,7 @@ pub async fn prepare(run: &EvaluationRun, ctx: &Context) -> Result<(PreparedRun,
         layout,
         scorer,
         scoring: ScoringSettings::of(spec),
-        trials_hash: hash,
+        spec_hash: spec_hash(spec),
     };
     Ok((prepared, stored))
 }
@@ -230,7 +248,7 @@ async fn secret_value(
     field: &str,
 ) -> Result<String, PrepareError> {
     ctx.secret_value(namespace, name, key).await.map_err(|e| match e {
-        SecretError::Missing(message) => PrepareError::Invalid(format!("{field}: {message}")),
+        SecretError::Missing(message) => PrepareError::invalid(format!("{field}: {message}")),
         SecretError::Api(message) => PrepareError::Infra(Error::Store(message)),
     })
 }
@@ -253,7 +271,7 @@ async fn judge_endpoints(
             continue;
         }
         let Some(provider) = spec.providers.get(name) else {
-            return Err(PrepareError::Invalid(format!("spec.judges: provider {name:?} is not in spec.providers")));
+            return Err(PrepareError::invalid(format!("spec.judges: provider {name:?} is not in spec.providers")));
         };
         let api_key = match &provider.secret_ref {
             Some(secret) => Some(
@@ -284,12 +302,17 @@ async fn claim(
     hash: &str,
 ) -> Result<(), PrepareError> {
     let key = format!("{}/controller.json", layout.run_dir());
-    let existing = store.get(&key).await.map_err(|e| Error::store(store.uri(&key), e))?;
+    // The first read of the results store: a bucket that does not exist, or credentials it
+    // refuses, are the spec's to fix, not a fault to retry every few seconds.
+    let existing = store.get(&key).await.map_err(|e| match is_spec_problem(&e) {
+        true => PrepareError::invalid(format!("spec.storage.results: {e}")),
+        false => PrepareError::Infra(Error::store(store.uri(&key), e)),
+    })?;
     if let Some(bytes) = existing {
         let claim: Claim = serde_json::from_slice(&bytes)
-            .map_err(|e| PrepareError::Invalid(format!("{} is not a valid claim: {e}", store.uri(&key))))?;
+            .map_err(|e| PrepareError::invalid(format!("{} is not a valid claim: {e}", store.uri(&key))))?;
         if claim.trials_hash != hash {
-            return Err(PrepareError::Invalid(format!(
+            return Err(PrepareError::invalid(format!(
                 "{} holds results of other trials (run {}/{}, trials hash {} ≠ {}): dataset, agent, matrix, judges, \
                  providers and storage cannot change once a run has started; create a run with a new name",
                 store.uri(&layout.run_dir()),
@@ -319,32 +342,74 @@ async fn load_dataset(
         let (dir, file) = match s3.rsplit_once('/') {
             Some((dir, file)) if dir.contains('/') || !dir.is_empty() => (format!("s3://{dir}"), file.to_string()),
             _ => {
-                return Err(PrepareError::Invalid(format!(
+                return Err(PrepareError::invalid(format!(
                     "spec.dataset.source {source}: name an object, s3://bucket/path/file"
                 )))
             }
         };
         let connection = spec.dataset.s3.as_ref().or(spec.storage.s3.as_ref());
         let store = Results::open(&dir, connection, credentials)
-            .map_err(|e| PrepareError::Invalid(format!("spec.dataset.source {source}: {e}")))?;
+            .map_err(|e| PrepareError::invalid(format!("spec.dataset.source {source}: {e}")))?;
         let local = ctx.settings.dataset_cache.join(sha256_hex(source.as_bytes()));
         download_dataset(&store, &file, spec.dataset.format, &local).await.map_err(|e| match e {
-            DownloadError::Missing => PrepareError::Invalid(format!("spec.dataset.source: {source} does not exist")),
-            DownloadError::Io(message) => PrepareError::Infra(Error::store(source, message)),
+            DownloadError::Missing => PrepareError::Refused(Refusal {
+                reason: reason::DATASET_NOT_FOUND,
+                message: format!("spec.dataset.source: {source} does not exist"),
+                transient: false,
+            }),
+            DownloadError::Store(error) => PrepareError::Refused(dataset_refusal(source, &error)),
+            DownloadError::Cache(error) => PrepareError::Infra(Error::Dataset(format!(
+                "{source}: writing it to {}: {error}",
+                ctx.settings.dataset_cache.display()
+            ))),
         })?
     } else {
-        dataset::local_path(source).map_err(|e| PrepareError::Invalid(format!("spec.dataset.source: {e}")))?
+        dataset::local_path(source).map_err(|e| PrepareError::invalid(format!("spec.dataset.source: {e}")))?
     };
     let format = spec.dataset.format;
     tokio::task::spawn_blocking(move || dataset::load_file(format, &path))
         .await
         .map_err(|e| PrepareError::Infra(Error::Store(format!("reading the dataset: {e}"))))?
-        .map_err(|e| PrepareError::Invalid(format!("spec.dataset.source: {e}")))
+        .map_err(|e| PrepareError::invalid(format!("spec.dataset.source: {e}")))
 }
 
 enum DownloadError {
+    /// The dataset file is not in its bucket.
     Missing,
-    Io(String),
+    /// Reading the store failed.
+    Store(std::io::Error),
+    /// Writing the controller's local copy failed.
+    Cache(std::io::Error),
+}
+
+/// Whether a store error is the spec's to fix — the bucket or object named does not exist, the
+/// credentials may not read it, the request is malformed — rather than a fault that may pass
+/// (5xx, throttling, a timeout, a refused connection). The S3 store gives 404s `NotFound`,
+/// 401/403 `PermissionDenied` and other 4xx `InvalidInput`, each already retried where it could
+/// be transient.
+fn is_spec_problem(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(error.kind(), ErrorKind::NotFound | ErrorKind::PermissionDenied | ErrorKind::InvalidInput)
+}
+
+/// The refusal for a dataset that could not be read from its store: a missing bucket or key and
+/// access denied are spec problems with their own reasons; anything else is `DatasetUnavailable`,
+/// retried. Messages are the store's one-line errors, which name the object's URI.
+fn dataset_refusal(source: &str, error: &std::io::Error) -> Refusal {
+    use std::io::ErrorKind;
+    let refused = |reason, message| Refusal { reason, message, transient: false };
+    match error.kind() {
+        ErrorKind::NotFound => refused(reason::DATASET_NOT_FOUND, format!("spec.dataset.source {source}: {error}")),
+        ErrorKind::PermissionDenied => {
+            refused(reason::DATASET_ACCESS_DENIED, format!("spec.dataset.source {source}: {error}"))
+        }
+        _ if is_spec_problem(error) => refused(reason::INVALID_SPEC, format!("spec.dataset.source {source}: {error}")),
+        _ => Refusal {
+            reason: reason::DATASET_UNAVAILABLE,
+            message: format!("spec.dataset.source {source} is unavailable (retrying): {error}"),
+            transient: true,
+        },
+    }
 }
 
 /// Downloads `file` (and for SWE-PRBench every object beside it) into `dir`; returns the
@@ -355,11 +420,13 @@ async fn download_dataset(
     format: DatasetFormat,
     dir: &std::path::Path,
 ) -> Result<PathBuf, DownloadError> {
-    let io = |e: std::io::Error| DownloadError::Io(e.to_string());
-    let keys =
-        if format == DatasetFormat::SwePrBench { store.list("").await.map_err(io)? } else { vec![file.to_string()] };
+    let keys = if format == DatasetFormat::SwePrBench {
+        store.list("").await.map_err(DownloadError::Store)?
+    } else {
+        vec![file.to_string()]
+    };
     for key in keys {
-        let bytes = store.get(&key).await.map_err(io)?;
+        let bytes = store.get(&key).await.map_err(DownloadError::Store)?;
         let Some(bytes) = bytes else {
             if key == file {
                 return Err(DownloadError::Missing);
@@ -371,9 +438,9 @@ async fn download_dataset(
         }
         let path = dir.join(&key);
         if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(io)?;
+            tokio::fs::create_dir_all(parent).await.map_err(DownloadError::Cache)?;
         }
-        tokio::fs::write(&path, bytes).await.map_err(io)?;
+        tokio::fs::write(&path, bytes).await.map_err(DownloadError::Cache)?;
     }
     let path = dir.join(file);
     if !path.exists() {

@@ -19,9 +19,8 @@ use lightsout_core::summary::{OutcomeCounts, RunSummary, VariantSummary};
 pub struct Observed<'a> {
     /// `metadata.generation`.
     pub generation: Option<i64>,
-    /// `Err(message)` when validating or dereferencing the spec failed (e.g. the dataset is
-    /// missing).
-    pub spec_valid: Result<(), String>,
+    /// `Err` when validating or dereferencing the spec failed (e.g. the dataset is missing).
+    pub spec_valid: Result<(), Refusal>,
     /// `spec.suspend`.
     pub suspended: bool,
     /// `spec.budget.maxUSD`.
@@ -40,6 +39,23 @@ pub struct Observed<'a> {
     pub now: chrono::DateTime<chrono::Utc>,
 }
 
+/// Why a run is not accepted: its `Accepted=False` condition's reason and message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
+    /// The cause may pass by itself (the dataset's store did not answer): the run is retried
+    /// soon and has not failed. Otherwise the spec, or what it names, must change.
+    pub transient: bool,
+}
+
+impl Refusal {
+    /// The spec is invalid, or names something missing: `InvalidSpec`.
+    pub fn invalid(message: String) -> Refusal {
+        Refusal { reason: reason::INVALID_SPEC, message, transient: false }
+    }
+}
+
 const TRUE: &str = "True";
 const FALSE: &str = "False";
 
@@ -47,6 +63,12 @@ const FALSE: &str = "False";
 pub mod reason {
     pub const ACCEPTED: &str = "Accepted";
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// The dataset's bucket or object does not exist.
+    pub const DATASET_NOT_FOUND: &str = "DatasetNotFound";
+    /// The dataset's store refuses the run's credentials.
+    pub const DATASET_ACCESS_DENIED: &str = "DatasetAccessDenied";
+    /// The dataset's store did not answer (5xx, timeout, connection refused): retried.
+    pub const DATASET_UNAVAILABLE: &str = "DatasetUnavailable";
     pub const TRIALS_RUNNING: &str = "TrialsRunning";
     pub const SUSPENDED: &str = "Suspended";
     pub const COMPLETE: &str = "Complete";
@@ -247,9 +269,8 @@ fn verdicts(observed: &Observed, trials: &TrialCounts, spend: &Spend) -> Vec<Ver
     // Accepted: the spec validated and everything it refers to exists.
     let accepted = match &observed.spec_valid {
         Ok(()) => Verdict::new(condition::ACCEPTED, true, reason::ACCEPTED, "the spec is valid"),
-        Err(message) => Verdict::new(condition::ACCEPTED, false, reason::INVALID_SPEC, message.as_str()),
+        Err(refusal) => Verdict::new(condition::ACCEPTED, false, refusal.reason, refusal.message.as_str()),
     };
-    let is_accepted = accepted.status;
 
     // Complete: trials are planned and every one has a final result (running ⊆ unfinished, so
     // nothing is running either).
@@ -323,8 +344,13 @@ fn verdicts(observed: &Observed, trials: &TrialCounts, spend: &Spend) -> Vec<Ver
 
     // Progressing: trials are being started or run. When not, the reason says why, the first
     // that applies of: the spec is invalid, all trials finished, suspended, budget reached.
-    let progressing = if !is_accepted {
-        Verdict::new(condition::PROGRESSING, false, reason::INVALID_SPEC, "the spec is invalid: no trials start")
+    let progressing = if let Err(refusal) = &observed.spec_valid {
+        let message = if refusal.transient {
+            "retrying: no new trials start until the run is accepted"
+        } else {
+            "the spec is invalid: no trials start"
+        };
+        Verdict::new(condition::PROGRESSING, false, refusal.reason, message)
     } else if is_complete {
         Verdict::new(condition::PROGRESSING, false, reason::COMPLETE, format!("all {} trials finished", trials.total))
     } else if observed.suspended {
@@ -346,16 +372,19 @@ fn verdicts(observed: &Observed, trials: &TrialCounts, spend: &Spend) -> Vec<Ver
     };
 
     // Failed: the run cannot produce results: its spec is invalid, or it finished with every
-    // trial failed on infrastructure (nothing scored). Agent failures are results, not a failed run.
+    // trial failed on infrastructure (nothing scored). Agent failures are results, not a failed
+    // run; nor is a refusal that is being retried.
     let failed = match &observed.spec_valid {
-        Err(message) => Verdict::new(condition::FAILED, true, reason::INVALID_SPEC, message.as_str()),
+        Err(refusal) if !refusal.transient => {
+            Verdict::new(condition::FAILED, true, refusal.reason, refusal.message.as_str())
+        }
         Ok(()) if is_complete && trials.infra_failed == trials.total => Verdict::new(
             condition::FAILED,
             true,
             reason::ALL_TRIALS_INFRA_FAILED,
             format!("all {} trials failed on infrastructure after their retries", trials.total),
         ),
-        Ok(()) => Verdict::new(condition::FAILED, false, reason::NOT_FAILED, "the run has not failed"),
+        Ok(()) | Err(_) => Verdict::new(condition::FAILED, false, reason::NOT_FAILED, "the run has not failed"),
     };
 
     let verdicts = vec![accepted, progressing, complete, failed, suspended, budget];
@@ -585,7 +614,7 @@ mod tests {
     #[test]
     fn invalid_spec() {
         let mut obs = observed(None, 0, 0);
-        obs.spec_valid = Err("dataset file://missing.jsonl: no such file".to_string());
+        obs.spec_valid = Err(Refusal::invalid("dataset file://missing.jsonl: no such file".to_string()));
         let status = compute_status(None, &obs);
         assert_eq!(state(&status, condition::ACCEPTED), ("False", "InvalidSpec"));
         assert_eq!(get(&status, condition::ACCEPTED).message, "dataset file://missing.jsonl: no such file");
@@ -600,6 +629,32 @@ mod tests {
         let status = compute_status(None, &obs);
         assert_eq!(state(&status, condition::PROGRESSING), ("False", "InvalidSpec"));
         assert_eq!(state(&status, condition::SUSPENDED), ("True", "SuspendedBySpec"));
+    }
+
+    #[test]
+    fn a_refusal_names_its_reason_and_a_transient_one_is_not_a_failure() {
+        let mut obs = observed(None, 0, 0);
+        obs.spec_valid = Err(Refusal {
+            reason: reason::DATASET_NOT_FOUND,
+            message: "spec.dataset.source s3://d/t.jsonl: NoSuchBucket".into(),
+            transient: false,
+        });
+        let status = compute_status(None, &obs);
+        assert_eq!(state(&status, condition::ACCEPTED), ("False", "DatasetNotFound"));
+        assert_eq!(get(&status, condition::ACCEPTED).message, "spec.dataset.source s3://d/t.jsonl: NoSuchBucket");
+        assert_eq!(state(&status, condition::PROGRESSING), ("False", "DatasetNotFound"));
+        assert_eq!(state(&status, condition::FAILED), ("True", "DatasetNotFound"));
+
+        obs.spec_valid = Err(Refusal {
+            reason: reason::DATASET_UNAVAILABLE,
+            message: "spec.dataset.source s3://d/t.jsonl is unavailable: HTTP 503".into(),
+            transient: true,
+        });
+        let status = compute_status(None, &obs);
+        assert_eq!(state(&status, condition::ACCEPTED), ("False", "DatasetUnavailable"));
+        assert_eq!(state(&status, condition::PROGRESSING), ("False", "DatasetUnavailable"));
+        assert!(get(&status, condition::PROGRESSING).message.starts_with("retrying"));
+        assert_eq!(state(&status, condition::FAILED), ("False", "NotFailed"), "retried, not failed");
     }
 
     #[test]

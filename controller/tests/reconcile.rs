@@ -92,9 +92,42 @@ async fn completions_free_slots_and_the_run_completes_with_scored_results_in_sta
         .python(&format!("print(s3.get_object(Bucket='results', Key='{summary_key}')['Body'].read().decode())"));
     let summary: RunSummary = serde_json::from_str(&text).unwrap();
     assert_eq!(summary.trials.ok, 6);
+    assert!(summary.scripted_models, "the scripted model server answered the trials, and its answers say so");
     assert!((summary.spend.total_usd - status.spend.total_usd).abs() < 1e-9);
     let metrics = cluster.metrics.encode();
     assert!(metrics.contains(r#"lightsout_trials_total{namespace="evals",outcome="ok",run="nightly""#), "{metrics}");
+}
+
+/// The results of a run the controller made read as `lightsout run`'s do: `lightsout compare`
+/// and `lightsout report` (and a schedule's comparisons) load them through `run.json`.
+#[tokio::test]
+async fn a_run_completed_by_the_controller_can_be_compared_and_reported() {
+    use lightsout_core::compare::{compare_runs, load_run, CompareSettings, Verdict};
+    use lightsout_core::run_record::RunRecord;
+
+    let cluster = Cluster::start().await;
+    cluster.reconcile().await;
+    assert!(
+        cluster.keys().iter().any(|k| k == "lightsout/runs/nightly/run.json"),
+        "written when the location is claimed"
+    );
+    let run = run_to_completion(&cluster, 10).await;
+
+    let store = cluster.store();
+    let loaded = load_run(&store, RUN).await.expect("the run loads as lightsout compare loads it");
+    assert_eq!(loaded.name, RUN);
+    assert_eq!(loaded.variants, RunRecord::new(RUN, &run.spec).variants);
+    assert_eq!(loaded.variants.len(), 2);
+    assert_eq!(loaded.records.len(), 6, "every trial's final result");
+    assert_eq!(loaded.spec_hash, loaded.summary.run.spec_hash, "run.json and summary.json name the same spec");
+    let comparison = compare_runs(&loaded, &loaded, &CompareSettings::default()).unwrap();
+    assert_eq!(comparison.verdict, Verdict::NoSignificantChange);
+
+    let report = lightsout_core::report::load(&store, RUN).await.expect("the run loads as lightsout report loads it");
+    let html = lightsout_core::report::render_html(&report);
+    assert!(html.contains("gpt-5-mini"), "the report lists the variants");
+    let uri = lightsout_core::report::store_report(&store, RUN, &report).await.unwrap();
+    assert!(uri.ends_with("runs/nightly/report.html"), "{uri}");
 }
 
 #[tokio::test]
@@ -250,9 +283,12 @@ async fn a_restarted_controller_creates_no_duplicate_and_counts_nothing_twice() 
     let jobs_before: Vec<_> = cluster.jobs().await.into_iter().map(|j| j.metadata.name).collect();
     let status_before = cluster.run().await.status.unwrap();
 
-    // The controller is killed: a new one starts with no memory, over the same API and store.
+    // The controller is killed: a new one starts with no memory, over the same API and store
+    // (which lost run.json, as if the first one had died before writing it).
+    cluster.moto.python("s3.delete_object(Bucket='results', Key='lightsout/runs/nightly/run.json')");
     cluster.restart_controller();
     cluster.reconcile().await;
+    assert!(cluster.keys().iter().any(|k| k == "lightsout/runs/nightly/run.json"), "run.json is written again");
     let jobs_after: Vec<_> = cluster.jobs().await.into_iter().map(|j| j.metadata.name).collect();
     assert_eq!(jobs_after, jobs_before, "no Job created twice, none lost");
     let status_after = cluster.run().await.status.unwrap();
@@ -312,6 +348,69 @@ async fn an_invalid_spec_gets_a_condition_naming_the_problem_and_no_jobs() {
     let (_, _, message) = condition_of(&status, condition::ACCEPTED);
     assert!(message.starts_with("spec.storage.results: file://results"), "{message}");
     assert!(file_results.jobs().await.is_empty());
+}
+
+/// A condition or Event message as an operator reads it: one line, short, the store's own
+/// words, not the S3 SDK's `Debug` dump of the response.
+fn assert_one_line(message: &str) {
+    assert!(!message.contains('\n') && message.len() < 600, "{} bytes: {message}", message.len());
+    assert!(!message.contains("Error {") && !message.contains("request_id"), "{message}");
+}
+
+#[tokio::test]
+async fn a_dataset_in_a_missing_bucket_or_under_a_missing_key_is_refused_with_a_reason_and_an_event() {
+    // The dataset is read through the results store's connection (moto, with the run's Secret).
+    let cases = [
+        ("s3://no-such-bucket/datasets/crbugbench.jsonl", "NoSuchBucket: The specified bucket does not exist"),
+        ("s3://results/datasets/missing.jsonl", "does not exist"),
+    ];
+    for (source, why) in cases {
+        let cluster = Cluster::start_with(|run| run.spec.dataset.source = source.into()).await;
+        let action = cluster.reconcile().await;
+        assert!(cluster.jobs().await.is_empty());
+        let status = cluster.run().await.status.unwrap();
+        let (accepted, reason, message) = condition_of(&status, condition::ACCEPTED);
+        assert_eq!((accepted.as_str(), reason.as_str()), ("False", "DatasetNotFound"), "{message}");
+        assert!(message.contains(source) && message.contains(why), "{message}");
+        assert_one_line(&message);
+        assert_eq!(condition_of(&status, condition::FAILED).1, "DatasetNotFound");
+        let events = cluster.events().await;
+        let warnings: Vec<_> =
+            events.iter().filter(|(kind, reason, _)| kind == "Warning" && reason == "DatasetNotFound").collect();
+        assert_eq!(warnings.len(), 1, "{events:?}");
+        assert!(warnings[0].2.contains(source), "the Event names the URI: {:?}", warnings[0]);
+
+        // No retry storm: looked at again in a minute, and the same refusal is not announced twice.
+        assert_eq!(action, kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(60)));
+        cluster.reconcile().await;
+        let again = cluster.events().await.iter().filter(|(_, reason, _)| reason == "DatasetNotFound").count();
+        assert_eq!(again, 1);
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_dataset_store_is_retried_with_a_condition_that_says_so() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let cluster = Cluster::start_with(move |run| {
+        run.spec.dataset.source = "s3://datasets/crbugbench.jsonl".into();
+        let mut s3 = run.spec.storage.s3.clone().unwrap();
+        s3.endpoint = Some(format!("http://127.0.0.1:{port}"));
+        run.spec.dataset.s3 = Some(s3);
+    })
+    .await;
+    let run = std::sync::Arc::new(cluster.run().await);
+    let error = lightsout_controller::reconcile::reconcile(run, cluster.ctx.clone()).await.unwrap_err();
+    assert_eq!(error.category(), "dataset", "retried as a failed reconcile: {error}");
+    assert_one_line(&error.to_string());
+    let status = cluster.run().await.status.unwrap();
+    let (accepted, reason, message) = condition_of(&status, condition::ACCEPTED);
+    assert_eq!((accepted.as_str(), reason.as_str()), ("False", "DatasetUnavailable"), "{message}");
+    assert!(message.contains("s3://datasets/crbugbench.jsonl") && message.contains("Connection refused"), "{message}");
+    assert_one_line(&message);
+    assert_eq!(condition_of(&status, condition::FAILED).0, "False", "a store that does not answer fails nothing");
+    let events = cluster.events().await;
+    assert!(events.iter().any(|(kind, reason, _)| kind == "Warning" && reason == "DatasetUnavailable"), "{events:?}");
+    assert!(cluster.jobs().await.is_empty());
 }
 
 #[tokio::test]

@@ -2,7 +2,11 @@
 //! runs on time in the schedule's time zone, at once on a model-list change, one per due time
 //! however often it reconciles, concurrency policies, comparison verdicts recorded on the run, in
 //! status and in metrics, and history limits. The comparison itself is the shared library's
-//! (tested in core and by `lightsout compare`); here it is a stand-in that answers by run name.
+//! (tested in core and by `lightsout compare`); here it is mostly a stand-in that answers by run
+//! name. The last two tests use the real one over real results: runs made by `lightsout run`'s
+//! code, and runs the schedule creates and the run controller runs (`common`'s cluster).
+
+mod common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -380,4 +384,69 @@ spec:
     let data = lightsout_core::report::load(&store, "nightly-20261202-0100").await.unwrap();
     assert_eq!(data.comparison.as_ref(), Some(&comparison));
     assert!(data.notices.is_empty(), "{:?}", data.notices);
+}
+
+/// A schedule whose runs the controller itself makes: the schedule creates each run from its
+/// template, the run reconciler runs its trials (pods with the worker's own trial code against
+/// the scripted model server, results in moto), and the schedule compares the second complete
+/// run with the first through the controller's own comparison, reading both from S3 — the way
+/// `lightsout compare` reads them, through `run.json`.
+#[tokio::test]
+async fn a_schedule_compares_runs_the_controller_made() {
+    use common::{run_named_to_completion, Cluster};
+
+    // The schedule's template is the test run's spec (dataset, scripted provider, moto).
+    let template = std::cell::RefCell::new(None);
+    let cluster = Cluster::start_full(
+        |run| *template.borrow_mut() = Some(run.spec.clone()),
+        |builder| {
+            let spec = template.borrow_mut().take().expect("the run's spec");
+            let schedule: EvaluationSchedule = serde_json::from_value(serde_json::json!({
+                "apiVersion": "lightsout.dev/v1alpha1", "kind": "EvaluationSchedule",
+                "metadata": {"name": "hourly", "namespace": NAMESPACE, "uid": "5c4ed000-0000-4000-8000-000000000002",
+                             "generation": 1, "creationTimestamp": "2026-12-01T06:30:00Z"},
+                "spec": {"schedule": "0 * * * *", "models": spec.matrix.models, "template": {"spec": spec}},
+                "status": {},
+            }))
+            .unwrap();
+            builder.with_resource::<EvaluationSchedule>().with_object(schedule)
+        },
+    )
+    .await;
+    let sctx = Arc::new(ScheduleContext {
+        ctx: cluster.ctx.clone(),
+        compare: lightsout_controller::comparison::from_results_stores(cluster.ctx.clone()),
+    });
+    let schedules: Api<EvaluationSchedule> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let reconcile_schedule = || async {
+        let schedule = schedules.get("hourly").await.unwrap();
+        reconcile(Arc::new(schedule), sctx.clone()).await.expect("schedule reconcile");
+    };
+
+    // 08:00: the 08:00 run is due; made by the schedule, run by the controller.
+    reconcile_schedule().await;
+    run_named_to_completion(&cluster, "hourly-20261201-0800", 10).await;
+    // 09:00: the first is compared with nothing; the next is due.
+    cluster.advance(3600);
+    reconcile_schedule().await;
+    run_named_to_completion(&cluster, "hourly-20261201-0900", 10).await;
+    reconcile_schedule().await;
+
+    let status = schedules.get("hourly").await.unwrap().status.unwrap();
+    let last = status.last_comparison.expect("a comparison");
+    assert_eq!(
+        (last.baseline.as_str(), last.candidate.as_str(), last.verdict.as_str()),
+        ("hourly-20261201-0800", "hourly-20261201-0900", "NoSignificantChange"),
+        "{}",
+        last.message
+    );
+    assert!(last.report.ends_with("runs/hourly-20261201-0900/report.html"), "{}", last.report);
+    let runs = cluster.runs();
+    let verdict = |run: EvaluationRun| run.labels().get(VERDICT_LABEL).cloned();
+    assert_eq!(verdict(runs.get("hourly-20261201-0800").await.unwrap()).as_deref(), Some("NoBaseline"));
+    assert_eq!(verdict(runs.get("hourly-20261201-0900").await.unwrap()).as_deref(), Some("NoSignificantChange"));
+    let keys = cluster.keys();
+    for key in ["runs/hourly-20261201-0900/comparison.json", "runs/hourly-20261201-0900/report.html"] {
+        assert!(keys.iter().any(|k| k.ends_with(key)), "{key} in {keys:?}");
+    }
 }

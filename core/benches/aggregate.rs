@@ -319,7 +319,7 @@ fn main() {
     let dataset =
         DatasetSummary { format: "crbugbench".into(), source: String::new(), tasks: TASKS as u32, skipped_lines: 0 };
     let (best_summary, summary) =
-        best_of_3(|| summarise_run(identity.clone(), dataset.clone(), false, &settings, &variants, &records));
+        best_of_3(|| summarise_run(identity.clone(), dataset.clone(), &settings, &variants, &records));
     println!(
         "summary.json path: {findings} judged findings ({} votes) in {} trials, {VARIANTS} variants, bootstrap {}×, \
          Fleiss' kappa and {} paired comparisons: best {best_summary:.2} s, peak RSS {:.0} MiB (target ≤ 5 s)",

@@ -122,7 +122,7 @@ fn run(name: &str, planted_drop: f64) -> ComparedRun {
         tasks: TASKS as u32,
         skipped_lines: 0,
     };
-    let summary = summarise_run(identity, dataset, false, &settings, &variants, &records);
+    let summary = summarise_run(identity, dataset, &settings, &variants, &records);
     ComparedRun {
         uri: format!("file:///bench/runs/{name}"),
         name: name.into(),

@@ -48,6 +48,7 @@ use crate::api::ScoringProtocol;
 use crate::plan::Variant;
 use crate::report::protocol_name;
 use crate::results::{ResultStore, RunLayout};
+use crate::run_record::read_run_record;
 use crate::scoring::Verdicts;
 use crate::stats::{self, BootstrapConfig, Cluster, Interval, Sample};
 use crate::stored::StoredRun;
@@ -245,28 +246,14 @@ pub struct StoredTrialRef {
     pub attempts: u32,
 }
 
-/// `run.json`, as far as the comparison reads it.
-#[derive(Deserialize)]
-struct RunFile {
-    name: String,
-    spec_hash: String,
-    #[serde(default)]
-    spec: serde_json::Value,
-    variants: Vec<Variant>,
-}
-
 /// Reads the run `run` of `store`: `run.json`, `summary.json`, and every trial's final result
 /// and verdicts with each trial's identity ([`StoredRun::scan_identified`]). Errors name the file.
 pub async fn load_run<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<ComparedRun> {
     let layout = RunLayout::new(run);
     let uri = store.uri(&layout.run_dir());
-    let run_json =
-        store.get(&layout.run_json()).await.with_context(|| format!("reading {}", store.uri(&layout.run_json())))?;
-    let Some(run_json) = run_json else {
+    let Some(file) = read_run_record(store, &layout).await? else {
         bail!("{uri}: no run.json there: not the results of a run (expected …/runs/<run>)");
     };
-    let file: RunFile = serde_json::from_slice(&run_json)
-        .with_context(|| format!("{} is not a valid run.json", store.uri(&layout.run_json())))?;
     let summary_key = layout.summary_json();
     let summary = store.get(&summary_key).await.with_context(|| format!("reading {}", store.uri(&summary_key)))?;
     let Some(summary) = summary else {
@@ -797,7 +784,7 @@ mod tests {
         };
         let dataset =
             DatasetSummary { format: "crbugbench".into(), source: "file://x".into(), tasks: 50, skipped_lines: 0 };
-        let summary = summarise_run(identity, dataset, false, &settings, &plan_variants, &records);
+        let summary = summarise_run(identity, dataset, &settings, &plan_variants, &records);
         ComparedRun {
             uri: format!("file:///results/runs/{name}"),
             name: name.into(),

@@ -17,6 +17,7 @@ pub mod pricing;
 pub mod prompts;
 pub mod report;
 pub mod results;
+pub mod run_record;
 pub mod scoring;
 pub mod scripted;
 pub mod stats;

@@ -509,10 +509,19 @@ mod tests {
                 RunIdentity { name: "r".into(), spec_hash: "h".into(), generated_at: chrono::DateTime::UNIX_EPOCH };
             let dataset =
                 DatasetSummary { format: "crbugbench".into(), source: "s".into(), tasks: 8, skipped_lines: 0 };
-            serde_json::to_value(summarise_run(identity, dataset, false, &settings, &variants, records)).unwrap()
+            serde_json::to_value(summarise_run(identity, dataset, &settings, &variants, records)).unwrap()
         };
         let (full, compact) = (summary(&records), summary(&compacted));
         assert!(full["variants"][0]["judge_agreement"]["fleiss"]["kappa"].is_number(), "{full:#}");
         assert_eq!(compact, full);
+
+        // scripted_models follows from the results: none was the scripted server's here…
+        assert_eq!(full["scripted_models"], false);
+        // …and one final result answered by it marks the run.
+        let mut marked = records.clone();
+        let mut held = (*marked[5].result.clone().unwrap()).clone();
+        held.scripted_model = true;
+        marked[5].result = Some(Arc::new(held));
+        assert_eq!(summary(&marked)["scripted_models"], true);
     }
 }

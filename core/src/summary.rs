@@ -42,8 +42,8 @@ pub const SUMMARY_SCHEMA: &str = "lightsout.dev/summary/v1";
 pub struct RunSummary {
     pub schema: String,
     pub run: RunIdentity,
-    /// True when any model was the built-in scripted server: the numbers then say nothing about
-    /// real models.
+    /// True when a trial's model calls were answered by the built-in scripted server (its
+    /// results say so): the numbers then say nothing about real models.
     pub scripted_models: bool,
     pub dataset: DatasetSummary,
     pub protocol: ScoringProtocol,
@@ -262,15 +262,17 @@ impl ScoringSettings {
 }
 
 /// The run's summary from its trial records (in the plan's order), variants in the plan's order.
+/// `scripted_models` follows from the results: true when a final result's model calls were
+/// answered by the scripted model server, whoever ran the trial.
 pub fn summarise_run(
     run: RunIdentity,
     dataset: DatasetSummary,
-    scripted_models: bool,
     settings: &ScoringSettings,
     variants: &[Variant],
     records: &[TrialRecord],
 ) -> RunSummary {
     let mut notices = Vec::new();
+    let scripted_models = records.iter().filter_map(|r| r.result.as_deref()).any(|r| r.scripted_model);
     let mut by_variant: Vec<Vec<&TrialRecord>> = vec![Vec::new(); variants.len()];
     for record in records {
         if let Some(mine) = by_variant.get_mut(record.variant as usize) {

@@ -11,7 +11,7 @@
 //!     endpoint: Some("http://minio:9000".into()),
 //!     region: None,
 //!     secret_name: Some("results-s3".into()),
-//!     force_path_style: true,
+//!     force_path_style: None,
 //! };
 //! // Credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
 //! let store = S3Store::new("s3://results/lightsout", &connection, None, S3Options::default())?;
@@ -35,5 +35,7 @@ pub mod uploader;
 pub use aws_sdk_s3;
 pub use results::Results;
 pub use retry::RetryPolicy;
-pub use store::{parse_s3_uri, S3Credentials, S3Options, S3Store, DEFAULT_MULTIPART_THRESHOLD, DEFAULT_REGION};
+pub use store::{
+    parse_s3_uri, path_style, S3Credentials, S3Options, S3Store, DEFAULT_MULTIPART_THRESHOLD, DEFAULT_REGION,
+};
 pub use uploader::{Artifact, UploadError, UploadReport, Uploader, DEFAULT_COMMIT};

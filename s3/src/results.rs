@@ -26,7 +26,7 @@ impl Results {
             return Ok(Results::Local(local));
         }
         if uri.starts_with("s3://") {
-            let default = S3Connection { endpoint: None, region: None, secret_name: None, force_path_style: false };
+            let default = S3Connection { endpoint: None, region: None, secret_name: None, force_path_style: None };
             let store = S3Store::new(uri, connection.unwrap_or(&default), credentials, S3Options::default())?;
             return Ok(Results::S3(store));
         }

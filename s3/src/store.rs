@@ -9,7 +9,7 @@ use std::time::Duration;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use aws_sdk_s3::Client;
@@ -113,7 +113,8 @@ impl Default for S3Options {
 /// Results under `s3://bucket/prefix`: the store's key `k` is the object `prefix/k`.
 ///
 /// Every call retries transient failures per [`S3Options::retry`]; errors are `io::Error`s whose
-/// message names the operation and the `s3://` URI. Kinds: `PermissionDenied` (403),
+/// message, one line, names the operation and the `s3://` URI and gives S3's error code and
+/// message (or the transport's causes). Kinds: `PermissionDenied` (403),
 /// `NotFound` (404, e.g. no such bucket), `InvalidInput` (another 4xx, or a bad key),
 /// `TimedOut` and the connection kinds for transport failures, `Other` otherwise.
 #[derive(Clone)]
@@ -132,6 +133,16 @@ impl fmt::Debug for S3Store {
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
+}
+
+/// Whether requests name the bucket in the path (`ENDPOINT/BUCKET/KEY`): `forcePathStyle` when
+/// set; unset, whenever a custom endpoint is. Virtual-hosted addressing puts the bucket in the
+/// host name (`BUCKET.s3.NS.svc:5000`), which a server reached by one name of its own (an
+/// in-cluster Service, `localhost`, an IP) cannot answer: the name does not resolve, or the
+/// server reads its own name's first label as the bucket. On AWS (no endpoint) virtual-hosted
+/// is the default, as AWS wants.
+pub fn path_style(connection: &S3Connection) -> bool {
+    connection.force_path_style.unwrap_or_else(|| connection.endpoint.as_deref().is_some_and(|e| !e.is_empty()))
 }
 
 /// Splits `s3://bucket/prefix` into the bucket and the prefix (without slashes at its ends).
@@ -174,7 +185,7 @@ impl S3Store {
                 None,
                 "lightsout",
             ))
-            .force_path_style(connection.force_path_style)
+            .force_path_style(path_style(connection))
             // Retries are ours (`S3Options::retry`), so that one policy covers every call,
             // including reading a body and each part of a multipart upload.
             .retry_config(RetryConfig::disabled())
@@ -196,7 +207,7 @@ impl S3Store {
         credentials: Option<S3Credentials>,
         options: S3Options,
     ) -> io::Result<Self> {
-        let default = S3Connection { endpoint: None, region: None, secret_name: None, force_path_style: false };
+        let default = S3Connection { endpoint: None, region: None, secret_name: None, force_path_style: None };
         S3Store::new(&storage.results, storage.s3.as_ref().unwrap_or(&default), credentials, options)
     }
 
@@ -564,11 +575,7 @@ impl Failure {
     }
 
     fn transient(error: &(dyn StdError + 'static)) -> Self {
-        Failure {
-            transient: true,
-            kind: io_kind_in(error).unwrap_or(io::ErrorKind::Other),
-            detail: DisplayErrorContext(error).to_string(),
-        }
+        Failure { transient: true, kind: io_kind_in(error).unwrap_or(io::ErrorKind::Other), detail: causes(error) }
     }
 
     fn sdk<E>(error: SdkError<E>) -> Self
@@ -600,8 +607,56 @@ impl Failure {
             }
             _ => (false, io::ErrorKind::Other),
         };
-        Failure { transient, kind, detail: DisplayErrorContext(&error).to_string() }
+        Failure { transient, kind, detail: one_line(&error) }
     }
+}
+
+/// The longest detail an error carries (a cause chain can be long; the rest adds nothing).
+const MAX_DETAIL: usize = 300;
+
+/// A failed request in one line: when S3 answered, its error code and message and the HTTP
+/// status (`NoSuchBucket: The specified bucket does not exist (HTTP 404)`); otherwise the chain of
+/// causes (`dispatch failure: … Connection refused`). Never the SDK's `Debug` rendering, which
+/// puts the whole response (metadata, headers, body: kilobytes) into every log line and
+/// condition that shows the error.
+fn one_line<E>(error: &SdkError<E>) -> String
+where
+    E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
+{
+    let SdkError::ServiceError(service) = error else { return causes(error) };
+    let status = service.raw().status().as_u16();
+    let text = match (service.err().code(), service.err().message()) {
+        (Some(code), Some(message)) => format!("{code}: {message} (HTTP {status})"),
+        (Some(code), None) => format!("{code} (HTTP {status})"),
+        (None, Some(message)) => format!("HTTP {status}: {message}"),
+        (None, None) => format!("HTTP {status}"),
+    };
+    clipped(&text)
+}
+
+/// `error` and its sources, each in its own words, joined by `: ` on one line (a cause that
+/// only repeats the previous one is left out).
+fn causes(error: &(dyn StdError + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut current = Some(error);
+    while let Some(error) = current {
+        let text = error.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        if !text.is_empty() && !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+        current = error.source();
+    }
+    clipped(&parts.join(": "))
+}
+
+/// `text` on one line, cut at [`MAX_DETAIL`] bytes (on a character boundary) with `…`.
+fn clipped(text: &str) -> String {
+    let text = text.replace(['\n', '\r'], " ");
+    if text.len() <= MAX_DETAIL {
+        return text;
+    }
+    let cut = (0..=MAX_DETAIL).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+    format!("{}…", &text[..cut])
 }
 
 /// The kind of the first `io::Error` in `error`'s chain of sources (a refused connection, say).
@@ -630,6 +685,46 @@ mod tests {
     }
 
     #[test]
+    fn custom_endpoints_are_path_style_unless_the_connection_says_otherwise() {
+        let connection = |endpoint: Option<&str>, force_path_style: Option<bool>| S3Connection {
+            endpoint: endpoint.map(str::to_string),
+            region: None,
+            secret_name: None,
+            force_path_style,
+        };
+        let minio = Some("http://minio.storage.svc:9000");
+        assert!(path_style(&connection(minio, None)));
+        assert!(path_style(&connection(minio, Some(true))));
+        assert!(!path_style(&connection(minio, Some(false))));
+        assert!(!path_style(&connection(None, None)), "AWS: virtual-hosted");
+        assert!(!path_style(&connection(Some(""), None)), "an empty endpoint is AWS");
+        assert!(path_style(&connection(None, Some(true))));
+    }
+
+    #[test]
+    fn error_details_are_one_short_line() {
+        #[derive(Debug)]
+        struct Layer(&'static str, Option<Box<Layer>>);
+        impl fmt::Display for Layer {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl StdError for Layer {
+            fn source(&self) -> Option<&(dyn StdError + 'static)> {
+                self.1.as_deref().map(|e| e as &(dyn StdError + 'static))
+            }
+        }
+        let chain = Layer("dispatch failure", Some(Box::new(Layer("io error:\n  refused", None))));
+        assert_eq!(causes(&chain), "dispatch failure: io error: refused");
+        let repeated = Layer("timeout: after 5s", Some(Box::new(Layer("after 5s", None))));
+        assert_eq!(causes(&repeated), "timeout: after 5s");
+        let long = "é".repeat(MAX_DETAIL);
+        let cut = clipped(&long);
+        assert!(cut.ends_with('…') && cut.len() <= MAX_DETAIL + '…'.len_utf8(), "{}", cut.len());
+    }
+
+    #[test]
     fn parts_are_at_least_5_mib_and_at_most_10000() {
         let mib = 1024 * 1024;
         let ranges = part_ranges(12 * mib, 5 * mib);
@@ -647,7 +742,7 @@ mod tests {
             endpoint: Some("http://127.0.0.1:9".into()),
             region: None,
             secret_name: None,
-            force_path_style: true,
+            force_path_style: Some(true),
         };
         let credentials = Some(S3Credentials::new("id", "secret"));
         let store =

@@ -19,7 +19,7 @@ const MOTO_INSTALL: &str = "pip install 'moto[server]==5.2.5'";
 struct Moto {
     child: Child,
     port: u16,
-    _log_dir: tempfile::TempDir,
+    log_dir: tempfile::TempDir,
 }
 
 impl Moto {
@@ -49,7 +49,7 @@ impl Moto {
             .stderr(log)
             .spawn()
             .expect("spawn python3 -m moto.server");
-        let mut moto = Moto { child, port, _log_dir: log_dir };
+        let mut moto = Moto { child, port, log_dir };
         let started = Instant::now();
         loop {
             if let Some(status) = moto.child.try_wait().unwrap() {
@@ -84,6 +84,11 @@ impl Moto {
     fn endpoint(&self) -> String {
         endpoint(self.port)
     }
+
+    /// What the server logged: one line per request, with its method and path.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log_dir.path().join("moto.log")).unwrap_or_default()
+    }
 }
 
 impl Drop for Moto {
@@ -103,7 +108,7 @@ fn endpoint(port: u16) -> String {
 }
 
 fn connection(endpoint: String) -> S3Connection {
-    S3Connection { endpoint: Some(endpoint), region: None, secret_name: None, force_path_style: true }
+    S3Connection { endpoint: Some(endpoint), region: None, secret_name: None, force_path_style: Some(true) }
 }
 
 fn quick_retries() -> RetryPolicy {
@@ -271,6 +276,12 @@ async fn errors_name_the_bucket_and_key() {
     let message = error.to_string();
     assert!(message.contains("s3://no-such-bucket/p/runs/a/run.json") && message.contains("NoSuchBucket"), "{message}");
     assert!(message.contains("after 1 attempt"), "a missing bucket is not retried: {message}");
+    assert_one_line(&message);
+
+    // A missing key of a bucket that exists is no error at all.
+    let store = store_at(moto.endpoint(), "s3://lightsout-results/p", S3Options::default());
+    create_bucket(&store).await;
+    assert_eq!(store.get("runs/a/run.json").await.unwrap(), None);
 
     // Nothing listens: connection refused, retried, then reported.
     let down = store_at(
@@ -283,7 +294,50 @@ async fn errors_name_the_bucket_and_key() {
     assert!(message.contains("PutObject s3://lightsout-results/p/runs/a/run.json"), "{message}");
     assert!(message.contains("bucket lightsout-results") && message.contains("after 3 attempts"), "{message}");
     assert_eq!(error.kind(), io::ErrorKind::ConnectionRefused, "{message}");
+    assert!(message.contains("Connection refused"), "{message}");
+    assert_one_line(&message);
     assert!(down.list("runs").await.unwrap_err().to_string().contains("ListObjectsV2"));
+}
+
+/// An error as logs and conditions show it: one short line with the service's own words, never
+/// the SDK's `Debug` rendering of the response (kilobytes of metadata and headers).
+fn assert_one_line(message: &str) {
+    assert!(!message.contains('\n'), "more than one line: {message}");
+    assert!(message.len() < 400, "{} bytes: {message}", message.len());
+    assert!(!message.contains("Error {") && !message.contains("request_id"), "a Debug dump: {message}");
+}
+
+/// An endpoint by host name, as in a cluster (`http://s3.NS.svc:5000`): with `forcePathStyle`
+/// unset the bucket goes in the path and the server answers for it. Told `false`, the store
+/// puts the bucket in the host name (`lightsout-results.localhost`, which does not exist), so
+/// nothing reaches the server.
+#[tokio::test]
+async fn an_endpoint_by_host_name_is_addressed_path_style_unless_told_otherwise() {
+    let moto = Moto::start();
+    let by_name = S3Connection {
+        endpoint: Some(format!("http://localhost:{}", moto.port)),
+        region: None,
+        secret_name: None,
+        force_path_style: None,
+    };
+    let credentials = Some(S3Credentials::new("testing", "testing"));
+    let options = S3Options { retry: quick_retries(), ..S3Options::default() };
+    let store = S3Store::new("s3://lightsout-results/p", &by_name, credentials.clone(), options.clone()).unwrap();
+    create_bucket(&store).await;
+    store.put("runs/a/run.json", b"{}").await.unwrap();
+    assert_eq!(store.get("runs/a/run.json").await.unwrap().as_deref(), Some(&b"{}"[..]));
+    assert_eq!(store.list("runs").await.unwrap(), ["runs/a/run.json"]);
+    let log = moto.log();
+    // moto's request log: `"PUT /lightsout-results/p/runs/a/run.json?x-id=PutObject HTTP/1.1" 200`.
+    for request in ["\"PUT /lightsout-results/p/runs/a/run.json", "\"GET /lightsout-results/p/runs/a/run.json"] {
+        assert!(log.contains(request), "not path-style ({request}):\n{log}");
+    }
+
+    let virtual_hosted = S3Connection { force_path_style: Some(false), ..by_name };
+    let store = S3Store::new("s3://lightsout-results/p", &virtual_hosted, credentials, options).unwrap();
+    let requests = moto.log().lines().count();
+    let error = store.get("runs/a/run.json").await.unwrap_err();
+    assert_eq!(moto.log().lines().count(), requests, "no request reached the server: {error}");
 }
 
 #[tokio::test]

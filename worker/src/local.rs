@@ -21,6 +21,7 @@ use lightsout_core::plan;
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::prompts::{agentic_review_prompt, review_prompt};
 use lightsout_core::results::{ResultStore, RunLayout};
+use lightsout_core::run_record::{record_run, OtherSpec};
 use lightsout_core::scoring::{Scorer, Verdicts};
 use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
 use lightsout_core::stored::StoredRun;
@@ -29,7 +30,6 @@ use lightsout_core::trial::Outcome;
 use lightsout_core::validate::spec_hash;
 use lightsout_core::workspace;
 use lightsout_s3::S3Credentials;
-use serde::{Deserialize, Serialize};
 
 use crate::harness::Installed;
 use crate::trial::spool_root;
@@ -101,15 +101,6 @@ pub struct LocalRunReport {
     pub summary: RunSummary,
     pub summary_uri: String,
     pub skipped_lines: Vec<LineError>,
-}
-
-/// `run.json`: what a results directory holds, so a different spec never mixes into it.
-#[derive(Debug, Serialize, Deserialize)]
-struct RunRecord {
-    name: String,
-    spec_hash: String,
-    spec: serde_json::Value,
-    variants: Vec<plan::Variant>,
 }
 
 pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync) -> anyhow::Result<LocalRunReport> {
@@ -195,7 +186,8 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     }
 
     let layout = RunLayout::new(&name);
-    claim_results_dir(&store, &layout, run, &variants).await?;
+    // run.json: a results directory holds one spec's results; a different spec never mixes in.
+    record_run(&store, &layout, spec, OtherSpec::Refuse).await?;
 
     let client = ModelClient::new(timeout + Duration::from_secs(5), config.model_retry.clone());
     let scorer = Scorer::from_spec(spec, &providers.endpoints, &client, &config.pricing)?;
@@ -276,7 +268,6 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                             timeout,
                             max_tokens: spec.budget.max_trial_tokens.map(|t| t.max(0) as u64),
                             max_usd: spec.budget.max_trial_usd,
-                            scripted_model: providers.scripted.contains(&variant.model.provider),
                             agent: installed.get(&variant.id).map(|harness| AgentSetup {
                                 installed: harness.clone(),
                                 base_tree: workspace::local_base_tree(dataset_file, &loaded.task.repo),
@@ -355,7 +346,6 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
             tasks: tasks.len() as u32,
             skipped_lines: skipped_lines.len() as u32,
         },
-        !providers.scripted.is_empty(),
         &settings,
         &plan.variants,
         &records,
@@ -382,39 +372,6 @@ async fn judge_trial<S: ResultStore>(
     let key = layout.artifact(variant_id, trial_id, attempt, "verdicts.json");
     store.put(&key, &serde_json::to_vec_pretty(&verdicts)?).await?;
     Ok(verdicts)
-}
-
-/// Writes `run.json`, or checks that the one there was written for the same spec.
-async fn claim_results_dir<S: ResultStore>(
-    store: &S,
-    layout: &RunLayout,
-    run: &EvaluationRun,
-    variants: &[plan::Variant],
-) -> anyhow::Result<()> {
-    let hash = spec_hash(&run.spec);
-    if let Some(bytes) = store.get(&layout.run_json()).await? {
-        let existing: RunRecord = serde_json::from_slice(&bytes)
-            .with_context(|| format!("{} is not valid", store.uri(&layout.run_json())))?;
-        if existing.spec_hash != hash {
-            bail!(
-                "{} holds results of run {:?} made with a different spec (hash {} ≠ {}): \
-                 give the run a new metadata.name, or use another --results location",
-                store.uri(&layout.run_dir()),
-                existing.name,
-                &existing.spec_hash[..12],
-                &hash[..12]
-            );
-        }
-        return Ok(());
-    }
-    let record = RunRecord {
-        name: layout.run.clone(),
-        spec_hash: hash,
-        spec: serde_json::to_value(&run.spec)?,
-        variants: variants.to_vec(),
-    };
-    store.put(&layout.run_json(), &serde_json::to_vec_pretty(&record)?).await?;
-    Ok(())
 }
 
 /// Model endpoints by provider name: real ones where a key is set, the scripted server where not.

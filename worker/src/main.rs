@@ -157,7 +157,6 @@ fn run_job(file: &std::path::Path) -> ExitCode {
             timeout: job.timeout(),
             max_tokens: job.max_tokens,
             max_usd: job.max_usd,
-            scripted_model: false,
             agent,
         };
         let client = ModelClient::new(job.timeout(), RetryPolicy::default());

@@ -41,7 +41,6 @@ pub struct TrialJob {
     pub timeout: Duration,
     pub max_tokens: Option<u64>,
     pub max_usd: Option<f64>,
-    pub scripted_model: bool,
     /// How to run an agentic harness (everything but single-shot).
     pub agent: Option<AgentSetup>,
 }
@@ -129,9 +128,11 @@ pub async fn run_trial<S: ResultStore + Clone>(
         artifacts.push(Artifact::new(key(&name), bytes));
     }
 
-    let (mut outcome, mut error, review, usage, model_calls) = match attempt {
-        AgentRun::Reviewed { text, usage, calls } => (Outcome::Ok, None, Some(text), usage, calls),
-        AgentRun::Failed { outcome, error, usage, calls } => (outcome, Some(error), None, usage, calls),
+    let (mut outcome, mut error, review, usage, model_calls, scripted_model) = match attempt {
+        AgentRun::Reviewed { text, usage, calls, scripted } => (Outcome::Ok, None, Some(text), usage, calls, scripted),
+        AgentRun::Failed { outcome, error, usage, calls, scripted } => {
+            (outcome, Some(error), None, usage, calls, scripted)
+        }
     };
     let cost_usd = pricing.cost(&job.variant.model.name, &usage);
     // Limits are checked on what was spent: a single-shot call cannot be stopped half-way, so
@@ -180,7 +181,7 @@ pub async fn run_trial<S: ResultStore + Clone>(
         model_calls,
         findings: parsed.as_ref().map(|p| p.findings.len() as u32).unwrap_or(0),
         review_words: parsed.as_ref().map(|p| p.words as u32).unwrap_or(0),
-        scripted_model: job.scripted_model,
+        scripted_model,
         trajectory,
     };
     artifacts.push(Artifact::new(key("result.json"), serde_json::to_vec_pretty(&result)?));
@@ -188,9 +189,11 @@ pub async fn run_trial<S: ResultStore + Clone>(
     Ok(TrialArtifacts { result, review })
 }
 
+/// How the agent's run ended. `scripted`: a model answer it got came from the scripted model
+/// server (marked so by the server itself), which the result records.
 enum AgentRun {
-    Reviewed { text: String, usage: Usage, calls: u32 },
-    Failed { outcome: Outcome, error: String, usage: Usage, calls: u32 },
+    Reviewed { text: String, usage: Usage, calls: u32, scripted: bool },
+    Failed { outcome: Outcome, error: String, usage: Usage, calls: u32, scripted: bool },
 }
 
 /// The agent's run, the artifacts it left besides its review, the harness version it reported,
@@ -208,6 +211,7 @@ async fn run_agent(job: &TrialJob, client: &ModelClient, pricing: &PricingTable)
             error: crate::harness::unavailable_reason(other),
             usage: Usage::default(),
             calls: 0,
+            scripted: false,
         },
     };
     (run, Vec::new(), Some(SINGLE_SHOT_VERSION.to_string()), None)
@@ -221,7 +225,7 @@ async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
     let harness = SingleShot { client, endpoint: &job.endpoint };
     let strict_retry = job.variant.prompt.preset == Some(PromptPreset::SwePrBench);
     let deadline = tokio::time::Instant::now() + job.timeout;
-    let (mut usage, mut calls) = (Usage::default(), 0);
+    let (mut usage, mut calls, mut scripted) = (Usage::default(), 0, false);
     let mut user = job.prompt.clone();
     loop {
         let request = ChatRequest {
@@ -238,6 +242,7 @@ async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
                     error: format!("no review within the {}s time limit", job.timeout.as_secs()),
                     usage,
                     calls: calls + 1,
+                    scripted,
                 }
             }
             Ok(Err(error)) => {
@@ -246,17 +251,19 @@ async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
                     error: error.to_string(),
                     usage,
                     calls: calls + 1,
+                    scripted,
                 }
             }
             Ok(Ok(completion)) => {
                 usage += completion.usage;
                 calls += completion.attempts;
+                scripted |= completion.scripted;
                 let unparsed = AgentOutput::from_text(&completion.text).status == AgentOutputStatus::ParseFailed;
                 if strict_retry && unparsed && user == job.prompt {
                     user = format!("{}\n\n{SWE_PRBENCH_STRICT_RETRY}", job.prompt);
                     continue;
                 }
-                return AgentRun::Reviewed { text: completion.text, usage, calls };
+                return AgentRun::Reviewed { text: completion.text, usage, calls, scripted };
             }
         }
     }
@@ -271,7 +278,13 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
     let version = setup.installed.reported_version().await;
     let infra = |error: String| {
         (
-            AgentRun::Failed { outcome: Outcome::InfraFailed, error, usage: Usage::default(), calls: 0 },
+            AgentRun::Failed {
+                outcome: Outcome::InfraFailed,
+                error,
+                usage: Usage::default(),
+                calls: 0,
+                scripted: false,
+            },
             Vec::new(),
             version.clone(),
             None,
@@ -410,6 +423,7 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
     let review = std::fs::read_to_string(workspace.repo.join("review.md")).ok().filter(|r| !r.trim().is_empty());
     let usage = totals.usage;
     let calls = totals.calls;
+    let scripted = totals.scripted_answers > 0;
     let provider_failed = exchanges.iter().any(|e| e.status >= 500) && !exchanges.iter().any(|e| e.status < 400);
     let run = match ran {
         Err(e) => AgentRun::Failed {
@@ -417,6 +431,7 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
             error: format!("starting the harness: {e}"),
             usage,
             calls,
+            scripted,
         },
         Ok(ran) => match (&ran.exit, review) {
             (_, _) if totals.refused > 0 => AgentRun::Failed {
@@ -424,25 +439,29 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
                 error: format!("the trial's budget was spent after {calls} calls ({} tokens)", usage.total_tokens()),
                 usage,
                 calls,
+                scripted,
             },
             (AgentExit::TimedOut { .. }, _) => AgentRun::Failed {
                 outcome: Outcome::TimedOut,
                 error: format!("the harness did not finish within {}s", job.timeout.as_secs()),
                 usage,
                 calls,
+                scripted,
             },
-            (_, Some(text)) => AgentRun::Reviewed { text, usage, calls },
+            (_, Some(text)) => AgentRun::Reviewed { text, usage, calls, scripted },
             (AgentExit::Exited(status), None) if status.code() == Some(125) => AgentRun::Failed {
                 outcome: Outcome::InfraFailed,
                 error: format!("the sandbox could not start the agent: {}", tail(&run_dir.join("agent.stderr"))),
                 usage,
                 calls,
+                scripted,
             },
             (AgentExit::Exited(_), None) if provider_failed => AgentRun::Failed {
                 outcome: Outcome::InfraFailed,
                 error: "every model call failed on the provider's side".into(),
                 usage,
                 calls,
+                scripted,
             },
             (AgentExit::Exited(status), None) => AgentRun::Failed {
                 outcome: Outcome::AgentFailed,
@@ -452,6 +471,7 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
                 ),
                 usage,
                 calls,
+                scripted,
             },
         },
     };

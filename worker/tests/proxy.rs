@@ -78,6 +78,8 @@ async fn swaps_the_dummy_key_for_the_real_one_and_meters_a_plain_call() {
     let body = json!({"model": "gpt-5-mini", "messages": [{"role": "user", "content": prompt()}]});
     let answer = post(&format!("{}/chat/completions", proxy.base_url()), ApiKind::OpenAiChat, DUMMY_KEY, body).await;
     assert_eq!(answer.status(), 200);
+    assert_eq!(answer.headers()["x-lightsout-scripted"], "1", "the scripted server's mark reaches the agent too");
+    assert_eq!(proxy.totals().scripted_answers, 1, "and the proxy counts the answer as scripted");
     let answer: Value = answer.json().await.unwrap();
     let requests = server.requests();
     assert_eq!(requests.len(), 1);

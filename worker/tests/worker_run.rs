@@ -98,6 +98,10 @@ async fn a_pod_attempt_stores_its_results_and_summarises_them() {
     for file in ["prompt.txt", "review.md", "findings.json", "result.json"] {
         assert!(attempt.join(file).exists(), "{file}");
     }
+    // The provider was the scripted server, which marks its answers: the result says so.
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(attempt.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["scripted_model"], true);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

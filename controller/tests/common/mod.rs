@@ -134,6 +134,15 @@ impl Cluster {
 
     /// `edit` changes the run before it is created.
     pub async fn start_with(edit: impl FnOnce(&mut EvaluationRun)) -> Cluster {
+        Cluster::start_full(edit, |builder| builder).await
+    }
+
+    /// As [`Cluster::start_with`]; `objects` adds resources and objects to the fake API server
+    /// (an `EvaluationSchedule`, say).
+    pub async fn start_full(
+        edit: impl FnOnce(&mut EvaluationRun),
+        objects: impl FnOnce(ClientBuilder) -> ClientBuilder,
+    ) -> Cluster {
         let moto = moto::Moto::start();
         moto.python("s3.create_bucket(Bucket='results')");
         let scripted = ScriptedServer::start(ScriptedConfig::default()).await.unwrap();
@@ -141,14 +150,12 @@ impl Cluster {
         edit(&mut run);
         // An object with a status makes the fake API give its type a status subresource.
         run.status.get_or_insert_with(Default::default);
-        let client = ClientBuilder::new()
+        let builder = ClientBuilder::new()
             .with_resource::<EvaluationRun>()
             .with_object(run)
             .with_object(secret("model-key", &[("api-key", MODEL_KEY)]))
-            .with_object(secret("s3-creds", &[("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")]))
-            .build()
-            .await
-            .unwrap();
+            .with_object(secret("s3-creds", &[("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")]));
+        let client = objects(builder).build().await.unwrap();
         let clock = Arc::new(Mutex::new(DateTime::parse_from_rfc3339("2026-12-01T08:00:00Z").unwrap().to_utc()));
         let metrics = Arc::new(Metrics::new());
         let ctx = Cluster::context(&client, &clock, &metrics);
@@ -198,7 +205,12 @@ impl Cluster {
 
     /// One reconcile of the run as it is in the API now.
     pub async fn reconcile(&self) -> Action {
-        let run = self.run().await;
+        self.reconcile_run(RUN).await
+    }
+
+    /// One reconcile of the run `name` as it is in the API now.
+    pub async fn reconcile_run(&self, name: &str) -> Action {
+        let run = self.runs().get(name).await.unwrap();
         reconcile(Arc::new(run), self.ctx.clone()).await.expect("reconcile")
     }
 
@@ -239,7 +251,7 @@ impl Cluster {
             endpoint: Some(self.moto.endpoint()),
             region: Some("us-east-1".into()),
             secret_name: None,
-            force_path_style: true,
+            force_path_style: Some(true),
         };
         Results::open("s3://results/lightsout", Some(&connection), Some(S3Credentials::new("test", "test"))).unwrap()
     }
@@ -293,7 +305,6 @@ impl Cluster {
                     timeout: if end == PodEnd::AgentTimesOut { Duration::ZERO } else { pod_job.timeout() },
                     max_tokens: pod_job.max_tokens,
                     max_usd: pod_job.max_usd,
-                    scripted_model: false,
                     agent: None,
                 };
                 let client = ModelClient::new(Duration::from_secs(30), RetryPolicy::default());
@@ -373,6 +384,19 @@ impl Cluster {
     pub fn keys(&self) -> Vec<String> {
         self.moto.keys()
     }
+
+    /// The Events published in the namespace: (type, reason, note), oldest first.
+    pub async fn events(&self) -> Vec<(String, String, String)> {
+        let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(self.client.clone(), NAMESPACE)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        events
+            .into_iter()
+            .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect()
+    }
 }
 
 /// A condition's (status, reason, message).
@@ -383,14 +407,19 @@ pub fn condition_of(status: &EvaluationRunStatus, type_: &str) -> (String, Strin
 
 /// Reconciles and runs pods until the run is complete (at most `rounds` rounds).
 pub async fn run_to_completion(cluster: &Cluster, rounds: usize) -> EvaluationRun {
+    run_named_to_completion(cluster, RUN, rounds).await
+}
+
+/// Reconciles the run `name` and runs pods until it is complete (at most `rounds` rounds).
+pub async fn run_named_to_completion(cluster: &Cluster, name: &str, rounds: usize) -> EvaluationRun {
     for _ in 0..rounds {
-        cluster.reconcile().await;
-        let run = cluster.run().await;
+        cluster.reconcile_run(name).await;
+        let run = cluster.runs().get(name).await.unwrap();
         if condition_of(run.status.as_ref().unwrap(), lightsout_core::api::condition::COMPLETE).0 == "True" {
             return run;
         }
         cluster.run_active(PodEnd::Worker).await;
         cluster.expire_finished_jobs().await;
     }
-    panic!("the run did not complete: {:?}", cluster.run().await.status);
+    panic!("the run {name} did not complete: {:?}", cluster.runs().get(name).await.unwrap().status);
 }

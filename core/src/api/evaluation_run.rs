@@ -602,9 +602,11 @@ pub struct S3Connection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = NAME_MAX))]
     pub secret_name: Option<String>,
-    /// Path-style addressing, needed by most S3-compatible servers.
-    #[serde(default)]
-    pub force_path_style: bool,
+    /// Path-style addressing (`ENDPOINT/BUCKET/KEY`) rather than virtual-hosted
+    /// (`BUCKET.HOST/KEY`). Unset: path-style when `endpoint` is set (S3-compatible servers and
+    /// in-cluster Service names need it), virtual-hosted on AWS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force_path_style: Option<bool>,
 }
 
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

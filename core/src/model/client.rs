@@ -55,6 +55,9 @@ pub struct Completion {
     pub latency_ms: u64,
     /// HTTP requests sent for this call, 429s included.
     pub attempts: u32,
+    /// The answer came from Lightsout's scripted model server (it marks its answers with
+    /// [`crate::scripted::SCRIPTED_HEADER`]), not from a real model.
+    pub scripted: bool,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -178,7 +181,13 @@ impl ModelClient {
             })
             .await?;
         let (text, usage) = answer.value;
-        Ok(Completion { text, usage, latency_ms: answer.latency_ms, attempts: answer.attempts })
+        Ok(Completion {
+            text,
+            usage,
+            latency_ms: answer.latency_ms,
+            attempts: answer.attempts,
+            scripted: answer.scripted,
+        })
     }
 
     /// POSTs `body` to `path` under the endpoint's base URL, authenticated for its API kind,
@@ -224,10 +233,10 @@ impl ModelClient {
             let started = *started.get_or_insert_with(Instant::now);
             attempts += 1;
             let (error, retry_after) = match self.attempt(endpoint, path, body, read).await {
-                Ok((value, usage)) => {
+                Ok(((value, usage), scripted)) => {
                     permit.succeeded();
                     let latency_ms = started.elapsed().as_millis() as u64;
-                    return Ok(Answer { value, usage, latency_ms, attempts });
+                    return Ok(Answer { value, usage, latency_ms, attempts, scripted });
                 }
                 Err(failure) => failure,
             };
@@ -253,13 +262,15 @@ impl ModelClient {
         }
     }
 
+    /// One HTTP request; a successful answer's value and usage, and whether the scripted server
+    /// gave it.
     async fn attempt<T>(
         &self,
         endpoint: &Endpoint,
         path: &str,
         body: &Value,
         read: &impl Fn(&Value) -> Result<(T, Option<Usage>), String>,
-    ) -> Result<(T, Option<Usage>), (CallError, Option<Duration>)> {
+    ) -> Result<((T, Option<Usage>), bool), (CallError, Option<Duration>)> {
         let provider = endpoint.provider.clone();
         let url = format!("{}{}", endpoint.base_url.trim_end_matches('/'), path);
         let mut request = self.http.post(url).json(body);
@@ -273,6 +284,7 @@ impl ModelClient {
         let response = request.send().await.map_err(transport)?;
         let status = response.status();
         let retry_after = retry_after(response.headers(), chrono::Utc::now());
+        let scripted = response.headers().contains_key(crate::scripted::SCRIPTED_HEADER);
         let text = response.text().await.map_err(transport)?;
         if !status.is_success() {
             let message: String = text.chars().take(500).collect();
@@ -281,7 +293,8 @@ impl ModelClient {
         let json: Value = serde_json::from_str(&text).map_err(|e| {
             (CallError::Malformed { provider: provider.clone(), message: format!("not JSON: {e}") }, None)
         })?;
-        read(&json).map_err(|message| (CallError::Malformed { provider, message }, None))
+        let answer = read(&json).map_err(|message| (CallError::Malformed { provider, message }, None))?;
+        Ok((answer, scripted))
     }
 }
 
@@ -293,6 +306,8 @@ pub struct Answer<T> {
     pub usage: Option<Usage>,
     pub latency_ms: u64,
     pub attempts: u32,
+    /// The scripted model server gave the answer (see [`Completion::scripted`]).
+    pub scripted: bool,
 }
 
 /// How long the provider asks to wait: `retry-after-ms` (milliseconds, OpenAI), else
@@ -340,6 +355,47 @@ mod tests {
         assert_eq!(read(&[("retry-after", "-3")]), None);
         // An unreadable `retry-after-ms` falls back to `retry-after`.
         assert_eq!(read(&[("retry-after", "3"), ("retry-after-ms", "x")]), Some(Duration::from_secs(3)));
+    }
+
+    /// The scripted server marks its answers; a provider that does not is taken for a real one.
+    #[tokio::test]
+    async fn answers_of_the_scripted_server_are_marked_and_others_are_not() {
+        use crate::scripted::{ScriptedConfig, ScriptedServer};
+        let client = ModelClient::new(Duration::from_secs(10), RetryPolicy::default());
+        let endpoint = |base_url: String| Endpoint {
+            provider: "p".into(),
+            base_url,
+            api_kind: crate::api::ApiKind::OpenAiChat,
+            api_key: Some("key".into()),
+        };
+        let request = ChatRequest {
+            model: "gpt-5-mini".into(),
+            system: None,
+            user: "Review this change.".into(),
+            reasoning_effort: None,
+            max_output_tokens: None,
+        };
+        let scripted = ScriptedServer::start(ScriptedConfig::default()).await.unwrap();
+        assert!(client.complete(&endpoint(scripted.base_url()), &request).await.unwrap().scripted);
+
+        let answer = serde_json::json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-5-mini",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "No findings."}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+        });
+        let app = axum::Router::new().route(
+            "/v1/chat/completions",
+            axum::routing::post(move || {
+                let answer = answer.clone();
+                async move { axum::Json(answer) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let completion = client.complete(&endpoint(base_url), &request).await.unwrap();
+        assert_eq!(completion.text, "No findings.");
+        assert!(!completion.scripted);
     }
 
     #[test]

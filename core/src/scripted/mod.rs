@@ -37,6 +37,12 @@ pub use embeddings::{embed, DIMENSIONS as EMBEDDING_DIMENSIONS};
 pub use judge::{answers_prose, judge_answer, swe_prbench_judge_answer, JUDGE_SYSTEM_PREFIX, PROSE_ANSWER};
 pub use usage::{estimate_tokens, Effort};
 
+/// The header every answer of the scripted server carries (value `1`), so whoever receives one
+/// — the model client, the worker's metering proxy — knows it came from canned answers and
+/// not from a real model, whatever the run's configuration claimed. A trial's
+/// `scripted_model` and a summary's `scripted_models` (and its notice) follow from it.
+pub const SCRIPTED_HEADER: &str = "x-lightsout-scripted";
+
 /// How a [`ScriptedServer`] behaves beyond answering.
 #[derive(Debug, Clone, Default)]
 pub struct ScriptedConfig {

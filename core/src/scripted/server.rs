@@ -207,7 +207,14 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             post(|s: State<Arc<Shared>>, h: HeaderMap, b: Bytes| model_request(s, Api::Messages, h, b)),
         )
         .route("/v1/embeddings", post(embeddings_request))
+        .layer(axum::middleware::map_response(mark_scripted))
         .with_state(shared)
+}
+
+/// Marks every answer, errors included, as the scripted server's ([`super::SCRIPTED_HEADER`]).
+async fn mark_scripted(mut response: Response) -> Response {
+    response.headers_mut().insert(super::SCRIPTED_HEADER, HeaderValue::from_static("1"));
+    response
 }
 
 /// The three model APIs.

@@ -66,6 +66,10 @@ pub struct Totals {
     pub calls: u32,
     /// Calls the proxy refused because the trial's budget was spent.
     pub refused: u32,
+    /// Answers (errors included) that came from the scripted model server, which marks them
+    /// ([`lightsout_core::scripted::SCRIPTED_HEADER`]); the trial's result records that its
+    /// numbers say nothing about a real model.
+    pub scripted_answers: u32,
 }
 
 impl Totals {
@@ -388,6 +392,9 @@ async fn forward(
         }
     };
     let first_byte_ms = Some(clock.elapsed().as_millis() as u64);
+    if answer.headers().contains_key(lightsout_core::scripted::SCRIPTED_HEADER) {
+        lock(&shared.meter).totals.scripted_answers += 1;
+    }
     let status = answer.status();
     let mut response_headers = HeaderMap::new();
     for (name, value) in answer.headers() {
