@@ -277,7 +277,6 @@ spec:
       endpoint: $S3_ENDPOINT
       region: us-east-1
       secretName: lightsout-e2e-s3
-      forcePathStyle: true
   agent:
     harness: {name: single-shot, version: "1.0.0"}
     prompt: {preset: default}
@@ -310,7 +309,6 @@ spec:
       endpoint: $S3_ENDPOINT
       region: us-east-1
       secretName: lightsout-e2e-s3
-      forcePathStyle: true
   parallelism: 4
   retries: 2
   budget:
