@@ -183,7 +183,7 @@ pub fn store(moto: &moto::Moto) -> Results {
         endpoint: Some(moto.endpoint()),
         region: Some("us-east-1".into()),
         secret_name: None,
-        force_path_style: true,
+        force_path_style: Some(true),
     };
     Results::open(&format!("s3://{BUCKET}/lightsout"), Some(&connection), Some(S3Credentials::new("test", "test")))
         .unwrap()
