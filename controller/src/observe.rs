@@ -131,6 +131,10 @@ pub struct Observed {
     pub ignored: Vec<String>,
     /// Sorted.
     pub errors: Vec<ObserveError>,
+    /// The earliest moment a pod that is waiting on an image or for a node now passes its grace
+    /// period: the reconciler must look again then, since such a pod may change no more (a
+    /// kubelet backing off an image pull reports the same status over and over).
+    pub next_grace_expiry: Option<DateTime<Utc>>,
 }
 
 /// Folds the run's `jobs` and `pods` into an [`Observation`] of a plan of `trials` trials;
@@ -162,6 +166,7 @@ pub fn observe(
         to_delete: Vec::new(),
         ignored: Vec::new(),
         errors: Vec::new(),
+        next_grace_expiry: None,
     };
     for job in jobs {
         let name = job.metadata.name.clone().unwrap_or_default();
@@ -311,11 +316,20 @@ fn classify(
             let Some(created) = pod.metadata.creation_timestamp.as_ref().map(to_chrono) else {
                 return Classified::Active;
             };
-            if pending(pod) && waiting_on_image(pod) && now - created > settings.image_pull_grace {
-                return Classified::Stuck(created + settings.image_pull_grace, InfraReason::ImagePull);
+            let mut expires = |at: DateTime<Utc>| {
+                observed.next_grace_expiry = Some(observed.next_grace_expiry.map_or(at, |next| next.min(at)));
+            };
+            if pending(pod) && waiting_on_image(pod) {
+                if now - created > settings.image_pull_grace {
+                    return Classified::Stuck(created + settings.image_pull_grace, InfraReason::ImagePull);
+                }
+                expires(created + settings.image_pull_grace);
             }
-            if pending(pod) && !scheduled(pod) && now - created > settings.unscheduled_grace {
-                return Classified::Stuck(created + settings.unscheduled_grace, InfraReason::NeverStarted);
+            if pending(pod) && !scheduled(pod) {
+                if now - created > settings.unscheduled_grace {
+                    return Classified::Stuck(created + settings.unscheduled_grace, InfraReason::NeverStarted);
+                }
+                expires(created + settings.unscheduled_grace);
             }
             Classified::Active
         }
@@ -532,6 +546,10 @@ mod tests {
         assert!(observed.summaries.is_empty() && observed.errors.is_empty());
     }
 
+    fn running_pod() -> serde_json::Value {
+        json!({"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]})
+    }
+
     #[test]
     fn observe_active_jobs_and_stuck_pods() {
         let running = json!({"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]});
@@ -544,15 +562,17 @@ mod tests {
         let (state, observed) = one(active("j", 0, 1), Some(pod("j", 0, pulling.clone())), 299);
         assert_eq!(state, TrialState::Active { attempt: 1 });
         assert!(observed.to_delete.is_empty());
+        // The reconciler is told when to look again: the pod's status may never change.
+        assert_eq!(observed.next_grace_expiry, Some(t(300)));
         let (state, observed) = one(active("j", 0, 1), Some(pod("j", 0, pulling)), 301);
         assert_eq!(state, infra(1, 300, InfraReason::ImagePull));
         assert_eq!(observed.to_delete, ["j"]);
 
         let unscheduled = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]});
-        assert_eq!(
-            one(active("j", 0, 1), Some(pod("j", 0, unscheduled.clone())), 899).0,
-            TrialState::Active { attempt: 1 }
-        );
+        let (state, observed) = one(active("j", 0, 1), Some(pod("j", 0, unscheduled.clone())), 899);
+        assert_eq!(state, TrialState::Active { attempt: 1 });
+        assert_eq!(observed.next_grace_expiry, Some(t(900)));
+        assert_eq!(one(active("j", 0, 1), Some(pod("j", 0, running_pod())), 899).1.next_grace_expiry, None);
         let (state, observed) = one(active("j", 0, 1), Some(pod("j", 0, unscheduled)), 901);
         assert_eq!(state, infra(1, 900, InfraReason::NeverStarted));
         assert_eq!(observed.to_delete, ["j"]);

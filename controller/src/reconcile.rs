@@ -269,6 +269,10 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
     if !complete {
         sooner(ctx.settings.idle_requeue);
     }
+    if let Some(expiry) = observed.next_grace_expiry {
+        // A second past it, so the pod is past its grace when looked at again.
+        sooner((expiry - now).to_std().unwrap_or_default() + Duration::from_secs(1));
+    }
     Ok(next.map(Action::requeue).unwrap_or_else(Action::await_change))
 }
 

@@ -84,10 +84,11 @@ async fn a_spent_budget_stops_new_trials_and_a_raised_one_resumes_them() {
     let moto = start_moto();
     let models = ModelServer::start(control_plane);
     let controller = Controller::start(control_plane, &ControllerConfig::new(control_plane, &ns.name).await, "only");
-    // One trial and its judging cost about $0.004 here: the budget runs out after the first.
+    // A trial costs about $0.001 and its judging $0.003 here. The first trial starts (its
+    // expected cost, maxTrialUSD before any has finished, fits); after it, the next does not.
     let spec = run_spec("capped", &models.base_url(), &moto, |s| {
         small(s, 4, 1);
-        s["spec"]["budget"] = json!({"maxUSD": 0.002, "maxTrialUSD": 0.001});
+        s["spec"]["budget"] = json!({"maxUSD": 0.005, "maxTrialUSD": 0.002});
     });
     assert!(kubectl_apply(control_plane, &ns.name, &spec).status.success());
     let context = || format!("{}\n{}", controller.process.log_tail(40), diagnose(control_plane, &ns.name));
