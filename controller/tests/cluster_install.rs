@@ -132,23 +132,7 @@ async fn lightsout_installs_and_the_api_server_refuses_malformed_objects() {
     run_ok(control_plane.kubectl().args(["delete", "--wait=true", "--ignore-not-found", "-f"]).arg(&install));
 
     // 6. helm install of the chart, CRDs included.
-    let chart = root.join("charts/lightsout");
-    let output = control_plane
-        .helm()
-        .args(["install", "lightsout"])
-        .arg(&chart)
-        .args([
-            "--namespace",
-            SYSTEM_NAMESPACE,
-            "--create-namespace",
-            "--set",
-            "replicas=0",
-            "--wait",
-            "--timeout",
-            "3m",
-        ])
-        .output()
-        .unwrap();
+    let output = helm_install(control_plane);
     assert!(output.status.success(), "helm install on Kubernetes {version}:\n{}{}", stdout(&output), stderr(&output));
     let deployments =
         run_ok(control_plane.kubectl().args(["get", "deployments", "-n", SYSTEM_NAMESPACE, "-o", "name"]));

@@ -222,17 +222,13 @@ async fn a_trial_whose_image_never_pulls_is_retried_and_never_scored() {
     let image = format!("testkit.local/flaky/{}:1", ns.name);
     control_plane.images.add(&image, lightsout_testkit::Image::on_host_base());
     control_plane.images.fail_pulls(&image, u32::MAX);
-    let sample = std::fs::read_to_string(repo_root().join("datasets/sample/crbugbench.jsonl")).unwrap();
-    let mut task: Value = serde_json::from_str(sample.lines().next().unwrap()).unwrap();
-    task["image"] = json!(image);
-    let dataset = control_plane.scratch_dir("flaky-dataset").join("tasks.jsonl");
-    std::fs::write(&dataset, format!("{task}\n")).unwrap();
+    let dataset = one_task_dataset(control_plane, |task| task["image"] = json!(image));
     let mut config = ControllerConfig::new(control_plane, &ns.name).await;
     config.extra_args = vec!["--image-pull-grace".into(), "10s".into()];
     let controller = Controller::start(control_plane, &config, "only");
     let spec = run_spec("pulls", &models.base_url(), &moto, |s| {
         small(s, 1, 1);
-        s["spec"]["dataset"]["source"] = json!(format!("file://{}", dataset.display()));
+        s["spec"]["dataset"]["source"] = json!(dataset);
         s["spec"]["dataset"]["filter"] = json!({});
     });
     assert!(kubectl_apply(control_plane, &ns.name, &spec).status.success());
@@ -267,18 +263,16 @@ async fn a_large_job_file_travels_in_a_config_map_collected_with_its_job() {
     let ns = TestNamespace::create(control_plane, "large").await;
     let moto = start_moto();
     let models = ModelServer::start(control_plane);
-    let sample = std::fs::read_to_string(repo_root().join("datasets/sample/crbugbench.jsonl")).unwrap();
-    let mut task: Value = serde_json::from_str(sample.lines().next().unwrap()).unwrap();
     let padding: String = (0..6000).map(|i| format!("+# padding line {i} of a large generated change\n")).collect();
-    task["diff"] = json!(format!("{}{padding}", task["diff"].as_str().unwrap()));
-    let dataset = control_plane.scratch_dir("large-dataset").join("tasks.jsonl");
-    std::fs::write(&dataset, format!("{task}\n")).unwrap();
+    let dataset = one_task_dataset(control_plane, |task| {
+        task["diff"] = json!(format!("{}{padding}", task["diff"].as_str().unwrap()))
+    });
     let mut config = ControllerConfig::new(control_plane, &ns.name).await;
     config.extra_args = vec!["--finished-job-ttl-seconds".into(), "3".into()];
     let controller = Controller::start(control_plane, &config, "only");
     let spec = run_spec("large", &models.base_url(), &moto, |s| {
         small(s, 1, 1);
-        s["spec"]["dataset"]["source"] = json!(format!("file://{}", dataset.display()));
+        s["spec"]["dataset"]["source"] = json!(dataset);
         s["spec"]["dataset"]["filter"] = json!({});
     });
     assert!(kubectl_apply(control_plane, &ns.name, &spec).status.success());

@@ -145,25 +145,7 @@ async fn the_quickstart_applied_with_kubectl_completes_and_matches_lightsout_run
         serde_json::from_slice(&store.get("runs/quickstart/summary.json").await.unwrap().unwrap()).unwrap();
     assert_eq!(cluster["trials"]["planned"], 40, "{}", cluster["trials"]);
     assert_eq!(cluster["trials"]["ok"], 40, "{}", cluster["trials"]);
-    let local_dir = control_plane.scratch_dir("quickstart-local");
-    let spec_file = local_dir.join("quickstart.yaml");
-    // A model server of its own, as fresh as the cluster's was: its simulated prompt cache
-    // (cached-read tokens) depends on what it has seen.
-    let local_models = ModelServer::start(control_plane);
-    let local_spec = spec
-        .replace(&format!("results: s3://{BUCKET}/lightsout"), &format!("results: file://{}", local_dir.display()))
-        .replace(&models.base_url(), &local_models.base_url());
-    std::fs::write(&spec_file, local_spec).unwrap();
-    let output = std::process::Command::new(lightsout_testkit::binaries::workspace_binary("lightsout"))
-        .args(["run", "-f"])
-        .arg(&spec_file)
-        .env("OPENAI_API_KEY", MODEL_KEY)
-        .env("ANTHROPIC_API_KEY", MODEL_KEY)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "lightsout run: {}\n{}", stdout(&output), stderr(&output));
-    let local: Value =
-        serde_json::from_slice(&std::fs::read(local_dir.join("runs/quickstart/summary.json")).unwrap()).unwrap();
+    let local = local_summary(control_plane, &spec, &models);
     let scripted = (cluster["scripted_models"].clone(), local["scripted_models"].clone());
     let (cluster, local) = (comparable(cluster), comparable(local));
     let mut diffs = Vec::new();

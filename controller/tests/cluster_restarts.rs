@@ -76,22 +76,7 @@ async fn a_controller_killed_ten_times_loses_nothing_and_counts_nothing_twice() 
     assert_eq!(summary["trials"]["ok"], 40);
     let spend = summary["spend"]["total_usd"].as_f64().unwrap();
     assert!((status.spend.total_usd - spend).abs() < 1e-9, "status {} against summary {spend}", status.spend.total_usd);
-    let local_dir = control_plane.scratch_dir("restarts-local");
-    let local_models = ModelServer::start(control_plane);
-    let local_spec = spec
-        .replace(&format!("results: s3://{BUCKET}/lightsout"), &format!("results: file://{}", local_dir.display()))
-        .replace(&models.base_url(), &local_models.base_url());
-    let spec_file = local_dir.join("quickstart.yaml");
-    std::fs::write(&spec_file, local_spec).unwrap();
-    run_ok(
-        std::process::Command::new(lightsout_testkit::binaries::workspace_binary("lightsout"))
-            .args(["run", "-f"])
-            .arg(&spec_file)
-            .env("OPENAI_API_KEY", MODEL_KEY)
-            .env("ANTHROPIC_API_KEY", MODEL_KEY),
-    );
-    let local: Value =
-        serde_json::from_slice(&std::fs::read(local_dir.join("runs/quickstart/summary.json")).unwrap()).unwrap();
+    let local = local_summary(control_plane, &spec, &models);
     for variant in 0..4 {
         for field in ["recall", "recall_interval", "scored", "trials", "judge_agreement", "findings_per_review"] {
             assert_eq!(

@@ -75,17 +75,8 @@ pub fn control_plane() -> Option<&'static ControlPlane> {
     let control_plane = shared()?;
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
-        let chart = repo_root().join("charts/lightsout");
-        run_ok(control_plane.helm().args(["install", "lightsout"]).arg(&chart).args([
-            "--namespace",
-            SYSTEM_NAMESPACE,
-            "--create-namespace",
-            "--set",
-            "replicas=0",
-            "--wait",
-            "--timeout",
-            "2m",
-        ]));
+        let installed = helm_install(control_plane);
+        assert!(installed.status.success(), "helm install: {}{}", stdout(&installed), stderr(&installed));
         let worker = workspace_binary("lightsout-worker");
         control_plane.images.add(WORKER_IMAGE, Image::on_host_base().with("/lightsout-worker", worker));
         // Task images: the sample dataset's tasks name theirs; Debian-like, with the repository
@@ -96,6 +87,63 @@ pub fn control_plane() -> Option<&'static ControlPlane> {
         }
     });
     Some(control_plane)
+}
+
+/// `helm install lightsout charts/lightsout` into [`SYSTEM_NAMESPACE`], the Deployment at zero
+/// replicas (tests run the controller themselves), waiting for what it creates.
+pub fn helm_install(control_plane: &ControlPlane) -> Output {
+    control_plane
+        .helm()
+        .args(["install", "lightsout"])
+        .arg(repo_root().join("charts/lightsout"))
+        .args([
+            "--namespace",
+            SYSTEM_NAMESPACE,
+            "--create-namespace",
+            "--set",
+            "replicas=0",
+            "--wait",
+            "--timeout",
+            "3m",
+        ])
+        .output()
+        .unwrap()
+}
+
+/// A dataset of the sample's first task changed by `edit`, in a file of its own; its
+/// `file://` URI.
+pub fn one_task_dataset(control_plane: &ControlPlane, edit: impl FnOnce(&mut serde_json::Value)) -> String {
+    let sample = std::fs::read_to_string(repo_root().join("datasets/sample/crbugbench.jsonl")).unwrap();
+    let mut task: serde_json::Value = serde_json::from_str(sample.lines().next().unwrap()).unwrap();
+    edit(&mut task);
+    let dataset = control_plane.scratch_dir("dataset").join("tasks.jsonl");
+    std::fs::write(&dataset, format!("{task}\n")).unwrap();
+    format!("file://{}", dataset.display())
+}
+
+/// The summary.json `lightsout run` writes for `spec` (a cluster run's) with its results on
+/// local disk and a model server of its own, as fresh as the cluster's was: the scripted
+/// server's simulated prompt cache (cached-read tokens) depends on what it has seen.
+pub fn local_summary(control_plane: &ControlPlane, spec: &str, cluster_models: &ModelServer) -> serde_json::Value {
+    let local_dir = control_plane.scratch_dir("local-run");
+    let local_models = ModelServer::start(control_plane);
+    let local_spec = spec
+        .replace(&format!("results: s3://{BUCKET}/lightsout"), &format!("results: file://{}", local_dir.display()))
+        .replace(&cluster_models.base_url(), &local_models.base_url());
+    let spec_file = local_dir.join("run.yaml");
+    std::fs::write(&spec_file, &local_spec).unwrap();
+    run_ok(
+        Command::new(workspace_binary("lightsout"))
+            .args(["run", "-f"])
+            .arg(&spec_file)
+            .env("OPENAI_API_KEY", MODEL_KEY)
+            .env("ANTHROPIC_API_KEY", MODEL_KEY),
+    );
+    let name = serde_yaml::from_str::<serde_json::Value>(&local_spec).unwrap()["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    serde_json::from_slice(&std::fs::read(local_dir.join(format!("runs/{name}/summary.json"))).unwrap()).unwrap()
 }
 
 /// A namespace for one test, with what a run there needs: the trial ServiceAccount and the

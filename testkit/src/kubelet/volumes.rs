@@ -68,6 +68,34 @@ fn select(data: BTreeMap<String, Vec<u8>>, items: Option<&Vec<KeyToPath>>, what:
     Ok((files, modes))
 }
 
+/// Which kind of object a volume source takes its keys from.
+#[derive(Clone, Copy)]
+enum Keyed {
+    ConfigMap,
+    Secret,
+}
+
+/// The files of a ConfigMap or Secret source: its `items` (or all keys); none when it is
+/// missing and `optional`, an error (retried) when it is missing otherwise.
+async fn keyed_files(
+    client: &Client,
+    namespace: &str,
+    kind: Keyed,
+    name: &str,
+    items: Option<&Vec<KeyToPath>>,
+    optional: Option<bool>,
+) -> Result<Files, MountError> {
+    let (what, data) = match kind {
+        Keyed::ConfigMap => (format!("configmap {name:?}"), config_map(client, namespace, name).await?),
+        Keyed::Secret => (format!("secret {name:?}"), secret(client, namespace, name).await?),
+    };
+    match data {
+        Some(data) => select(data, items, &what),
+        None if optional.unwrap_or(false) => Ok(Files::default()),
+        None => Err(MountError(format!("{what} not found"))),
+    }
+}
+
 async fn config_map(
     client: &Client,
     namespace: &str,
@@ -173,26 +201,15 @@ pub async fn prepare(
             // The kubelet makes emptyDir world-writable: any uid of the pod may use it.
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).map_err(|e| io(&dir, e))?;
         } else if let Some(source) = &volume.config_map {
-            let what = format!("configmap {:?}", source.name);
-            match config_map(client, &namespace, &source.name).await? {
-                Some(data) => {
-                    let (files, modes) = select(data, source.items.as_ref(), &what)?;
-                    write_files(&dir, &files, &modes, source.default_mode.unwrap_or(0o644) as u32)?;
-                }
-                None if source.optional.unwrap_or(false) => {}
-                None => return Err(MountError(format!("{what} not found"))),
-            }
+            let (files, modes) =
+                keyed_files(client, &namespace, Keyed::ConfigMap, &source.name, source.items.as_ref(), source.optional)
+                    .await?;
+            write_files(&dir, &files, &modes, source.default_mode.unwrap_or(0o644) as u32)?;
         } else if let Some(source) = &volume.secret {
             let name = source.secret_name.clone().unwrap_or_default();
-            let what = format!("secret {name:?}");
-            match secret(client, &namespace, &name).await? {
-                Some(data) => {
-                    let (files, modes) = select(data, source.items.as_ref(), &what)?;
-                    write_files(&dir, &files, &modes, source.default_mode.unwrap_or(0o644) as u32)?;
-                }
-                None if source.optional.unwrap_or(false) => {}
-                None => return Err(MountError(format!("{what} not found"))),
-            }
+            let (files, modes) =
+                keyed_files(client, &namespace, Keyed::Secret, &name, source.items.as_ref(), source.optional).await?;
+            write_files(&dir, &files, &modes, source.default_mode.unwrap_or(0o644) as u32)?;
         } else if let Some(source) = &volume.downward_api {
             let (files, modes) = downward_files(pod, source.items.as_deref().unwrap_or_default(), pod_ip)?;
             write_files(&dir, &files, &modes, source.default_mode.unwrap_or(0o644) as u32)?;
@@ -206,27 +223,16 @@ pub async fn prepare(
                         service_account_token(client, pod, token.audience.as_deref(), token.expiration_seconds).await?,
                     );
                 } else if let Some(c) = &source.config_map {
-                    let what = format!("configmap {:?}", c.name);
-                    match config_map(client, &namespace, &c.name).await? {
-                        Some(data) => {
-                            let (f, m) = select(data, c.items.as_ref(), &what)?;
-                            files.extend(f);
-                            modes.extend(m);
-                        }
-                        None if c.optional.unwrap_or(false) => {}
-                        None => return Err(MountError(format!("{what} not found"))),
-                    }
-                } else if let Some(s) = &source.secret {
-                    let what = format!("secret {:?}", s.name);
-                    match secret(client, &namespace, &s.name).await? {
-                        Some(data) => {
-                            let (f, m) = select(data, s.items.as_ref(), &what)?;
-                            files.extend(f);
-                            modes.extend(m);
-                        }
-                        None if s.optional.unwrap_or(false) => {}
-                        None => return Err(MountError(format!("{what} not found"))),
-                    }
+                    let (f, m) =
+                        keyed_files(client, &namespace, Keyed::ConfigMap, &c.name, c.items.as_ref(), c.optional)
+                            .await?;
+                    files.extend(f);
+                    modes.extend(m);
+                } else if let Some(c) = &source.secret {
+                    let (f, m) =
+                        keyed_files(client, &namespace, Keyed::Secret, &c.name, c.items.as_ref(), c.optional).await?;
+                    files.extend(f);
+                    modes.extend(m);
                 } else if let Some(d) = &source.downward_api {
                     let (f, m) = downward_files(pod, d.items.as_deref().unwrap_or_default(), pod_ip)?;
                     files.extend(f);
