@@ -9,9 +9,8 @@
 # Prints the directory holding the binaries on its last line. The tests look in
 # $LIGHTSOUT_CONTROL_PLANE_DIR/v<VERSION>/bin (version from $LIGHTSOUT_KUBE_VERSION, default
 # 1.28.15); the cache defaults to /var/cache/lightsout/control-plane as root, else
-# ~/.cache/lightsout/control-plane. Needs Go (1.26 builds every version listed below) and the Go
-# module proxy; a cold build of one version takes about 15 minutes on 2 cores, a cached one
-# under a second.
+# ~/.cache/lightsout/control-plane. Needs Go (1.26 builds 1.28 through 1.37) and the Go
+# module proxy. With nothing cached, 1.28.15 takes about 9 minutes on 2 cores; cached, 0.3 s.
 set -euo pipefail
 
 version="${1:-${LIGHTSOUT_KUBE_VERSION:-1.28.15}}"
