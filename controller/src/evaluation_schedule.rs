@@ -182,10 +182,17 @@ pub struct ScheduleContext {
     pub compare: Compare,
 }
 
-pub async fn reconcile(schedule: Arc<EvaluationSchedule>, sctx: Arc<ScheduleContext>) -> Result<Action, Error> {
+pub async fn reconcile(cached: Arc<EvaluationSchedule>, sctx: Arc<ScheduleContext>) -> Result<Action, Error> {
     let ctx = &sctx.ctx;
-    let namespace = schedule.namespace().ok_or(Error::Metadata("metadata.namespace is missing"))?;
-    let name = schedule.name_any();
+    let namespace = cached.namespace().ok_or(Error::Metadata("metadata.namespace is missing"))?;
+    let name = cached.name_any();
+    // The watch cache may not hold our last status write yet, and the status below is rebuilt
+    // from the previous one and applied whole: from a stale copy it would drop what that write
+    // recorded (`lastComparison`, `lastScheduleTime`). So the schedule is read fresh.
+    let schedules: Api<EvaluationSchedule> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Some(schedule) = schedules.get_opt(&name).await.map_err(Error::Kube)? else {
+        return Ok(Action::await_change());
+    };
     let now = ctx.now();
     let previous = schedule.status.clone().unwrap_or_default();
     let mut status = EvaluationScheduleStatus {

@@ -280,6 +280,32 @@ async fn finished_runs_are_compared_with_the_previous_one_and_the_verdict_is_rec
     assert_eq!(h.asked.lock().unwrap().len(), 2);
 }
 
+/// The watch cache can lag behind the controller's own status write: a reconcile handed the copy
+/// from before the comparison still keeps it (it reads the schedule fresh). Found on the real API
+/// server, where the next cron tick's reconcile dropped `lastComparison`.
+#[tokio::test]
+async fn a_stale_copy_of_the_schedule_does_not_drop_the_recorded_comparison() {
+    let h = Harness::start("Forbid").await;
+    for day in ["01", "02"] {
+        h.set_clock(&format!("2026-12-{day}T01:00:30Z"));
+        h.reconcile().await;
+        h.finish(&format!("nightly-202612{day}-0100"), true).await;
+    }
+    let stale = h.schedules().get("nightly").await.unwrap();
+    h.reconcile().await;
+    let compared = h.schedules().get("nightly").await.unwrap().status.unwrap().last_comparison;
+    assert_eq!(compared.as_ref().map(|c| c.candidate.as_str()), Some("nightly-20261202-0100"));
+
+    // The next day's tick, reconciled from the copy taken before the comparison was recorded.
+    h.set_clock("2026-12-03T01:00:30Z");
+    assert_ne!(stale.status.as_ref().and_then(|s| s.last_comparison.clone()), compared);
+    reconcile(Arc::new(stale), h.sctx.clone()).await.expect("reconcile");
+    let status = h.schedules().get("nightly").await.unwrap().status.unwrap();
+    assert_eq!(status.last_comparison, compared);
+    assert_eq!(status.last_run.as_deref(), Some("nightly-20261203-0100"));
+    assert_eq!(h.asked.lock().unwrap().len(), 1, "compared once");
+}
+
 #[tokio::test]
 async fn an_invalid_time_zone_is_a_condition_and_creates_nothing() {
     let h = Harness::start("Forbid").await;
