@@ -107,29 +107,37 @@ pub fn scripted_server(api_key: Option<String>, listen: std::net::SocketAddr) ->
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let config = ScriptedConfig { expected_api_key: api_key, ..Default::default() };
+        // Listening for the signals before the banner: whoever reads the banner may signal at once.
+        let stop = shutdown_signal()?;
         let server =
             ScriptedServer::start_on(listen, config).await.with_context(|| format!("listening on {listen}"))?;
         println!("scripted model server (canned answers, not a real model) at {}", server.base_url());
-        shutdown_signal().await?;
+        stop.await;
         server.shutdown().await;
         anyhow::Ok(())
     })
 }
 
-/// Waits for Ctrl-C (SIGINT) or, on Unix, SIGTERM (what a container runtime sends PID 1).
-async fn shutdown_signal() -> std::io::Result<()> {
+/// Ctrl-C (SIGINT) or, on Unix, SIGTERM (what a container runtime sends PID 1). The handlers are
+/// installed when this returns, not when the future is first polled.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
+        let mut interrupt = signal(SignalKind::interrupt())?;
         let mut terminate = signal(SignalKind::terminate())?;
-        tokio::select! {
-            result = tokio::signal::ctrl_c() => result,
-            _ = terminate.recv() => Ok(()),
-        }
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+        })
     }
     #[cfg(not(unix))]
     {
-        tokio::signal::ctrl_c().await
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }
 
