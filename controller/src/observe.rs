@@ -27,7 +27,8 @@
 //! | any other active Job (with or without a pod) | `Active` |
 //! | complete Job whose trial container's termination message parses as a [`TrialSummary`] of this trial and attempt with a scored outcome | `Finished`, summary in [`Observed::summaries`] |
 //! | complete Job whose summary says `infra-failed` | `InfraFailed{Other}` (never scored) |
-//! | complete Job without a pod, without a termination message, or with one that does not parse or names another trial or attempt | `InfraFailed{Other}` and an [`ErrorKind::UnreadableSummary`] error naming the Job: the attempt is retried, never scored |
+//! | complete Job whose pod is missing or whose trial container is not seen terminated, completed at most [`POD_SETTLE_GRACE`] ago | `Active` (our pod cache lags the Job's; looked at again when the grace ends) |
+//! | complete Job whose pod is still missing or unterminated after that, whose trial container ended without a termination message, or with one that does not parse or names another trial or attempt | `InfraFailed{Other}` and an [`ErrorKind::UnreadableSummary`] error naming the Job: the attempt is retried, never scored |
 //! | failed Job, its pod's `status.reason` `Evicted`, or a `DisruptionTarget` condition `True` (other than the node-loss one below) | `InfraFailed{Evicted}` |
 //! | failed Job, its pod's `status.reason` `NodeLost`, or a `DisruptionTarget` condition with reason `DeletionByTaintManager` (the node became unreachable) | `InfraFailed{NodeLost}` |
 //! | failed Job, trial container terminated with exit code 3 | `InfraFailed{WorkerExit}` |
@@ -87,6 +88,11 @@ impl Default for ObserveSettings {
         ObserveSettings { image_pull_grace: TimeDelta::minutes(5), unscheduled_grace: TimeDelta::minutes(15) }
     }
 }
+
+/// How long after a Job completed its pod may still be missing or unterminated in the
+/// controller's view (watch caches of Jobs and pods lag independently) before the attempt counts
+/// as unreadable. Acting at once retried attempts whose results were already stored.
+pub const POD_SETTLE_GRACE: TimeDelta = TimeDelta::seconds(60);
 
 /// What went wrong with a Job, for the controller to log or surface as a condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -340,7 +346,19 @@ fn classify(
                 .map(to_chrono)
                 .or_else(finished_at)
                 .unwrap_or(now);
-            let message = trial_terminated(pod).and_then(|t| t.message.as_deref());
+            let Some(terminated) = trial_terminated(pod) else {
+                // The Job controller completes a Job only after its pod succeeded, so a pod not
+                // yet seen terminated is our watch cache lagging: wait for it, for a while.
+                let settled = at + POD_SETTLE_GRACE;
+                if now <= settled {
+                    observed.next_grace_expiry = Some(observed.next_grace_expiry.map_or(settled, |n| n.min(settled)));
+                    return Classified::Active;
+                }
+                let why = if pod.is_some() { "its trial container was never seen terminated" } else { "no pod" };
+                error(ErrorKind::UnreadableSummary, format!("Job {name}: complete, but {why}; the attempt is retried"));
+                return Classified::Failed(at, InfraReason::Other);
+            };
+            let message = terminated.message.as_deref();
             let summary = match message.map(serde_json::from_str::<TrialSummary>) {
                 None => Err("no termination message from the trial container".to_string()),
                 Some(Err(e)) => Err(format!("the termination message does not parse: {e}")),
@@ -526,6 +544,21 @@ mod tests {
     }
 
     #[test]
+    fn observe_complete_job_waits_for_its_pod_to_be_seen_terminated() {
+        // The pod cache lags the Job's: a running or missing pod is waited for, not retried.
+        for pod_seen in [Some(pod("j", 0, running_pod())), None] {
+            let (state, observed) = one(complete("j", 0, 1), pod_seen.clone(), 130);
+            assert_eq!(state, TrialState::Active { attempt: 1 }, "{pod_seen:?}");
+            assert!(observed.errors.is_empty());
+            assert_eq!(observed.next_grace_expiry, Some(t(100) + POD_SETTLE_GRACE));
+            // Once the grace has passed, it is unreadable and retried.
+            let (state, observed) = one(complete("j", 0, 1), pod_seen, 161);
+            assert_eq!(state, infra(1, 100, InfraReason::Other));
+            assert_eq!(observed.errors[0].kind, ErrorKind::UnreadableSummary);
+        }
+    }
+
+    #[test]
     fn observe_unreadable_summary_is_an_infra_failure_and_an_error() {
         for message in [None, Some("not json"), Some(summary(1, 1, Outcome::Ok).to_termination_message().as_str())] {
             let (state, observed) = one(complete("j", 0, 1), Some(pod("j", 0, terminated(0, message))), 300);
@@ -535,7 +568,7 @@ mod tests {
             assert_eq!(observed.errors[0].kind, ErrorKind::UnreadableSummary);
             assert!(observed.errors[0].message.contains("Job j"));
         }
-        // No pod at all.
+        // No pod at all, past the settle grace.
         let (state, observed) = one(complete("j", 0, 1), None, 300);
         assert_eq!(state, infra(1, 100, InfraReason::Other));
         assert_eq!(observed.errors[0].kind, ErrorKind::UnreadableSummary);

@@ -499,6 +499,17 @@ async fn record_finished(
         if stored.has_result(&trial.id, attempt) {
             continue;
         }
+        if let Some(result) = worker_result(store, prepared, index, attempt).await? {
+            // The worker stored this attempt's result after all (its Job's status was unreadable
+            // to us): that is the attempt's truth, never to be overwritten by an infra record.
+            tracing::info!(trial = trial.id, attempt, "the attempt's own result is stored; it is kept");
+            if !result.outcome.is_scored() {
+                ctx.metrics.attempt_infra_failed(key, stored_reason(result.error.as_deref()).as_str());
+            }
+            stored.insert_result(&result);
+            changed = true;
+            continue;
+        }
         let job = jobs.get(&(trial.id.as_str(), attempt)).copied();
         let job_name = job.and_then(|j| j.metadata.name.clone()).unwrap_or_default();
         let detail = observed
@@ -517,6 +528,22 @@ async fn record_finished(
         state.summary_dirty = true;
     }
     Ok(())
+}
+
+/// The `result.json` the worker stored for this trial's `attempt`, if there is a valid one.
+async fn worker_result(
+    store: &lightsout_s3::Results,
+    prepared: &PreparedRun,
+    trial: usize,
+    attempt: u32,
+) -> Result<Option<TrialResult>, Error> {
+    let planned = &prepared.plan.trials[trial];
+    let variant = &prepared.plan.variants[planned.variant as usize];
+    let result_key = prepared.layout.artifact(&variant.id, &planned.id, attempt, "result.json");
+    let bytes = store.get(&result_key).await.map_err(|e| Error::store(store.uri(&result_key), e))?;
+    Ok(bytes
+        .and_then(|b| serde_json::from_slice::<TrialResult>(&b).ok())
+        .filter(|r| r.trial_id == planned.id && r.attempt == attempt))
 }
 
 /// Reads `keys` (tagged with an index) from the store, [`READ_CONCURRENCY`] at a time.
