@@ -123,11 +123,12 @@ async fn an_adversarial_agent_finds_and_reaches_nothing_but_the_proxy() {
     agent_process::hand_over(&[&repo, &home], user).unwrap();
     let probe_ports = format!("{} {}", server.addr().port(), proxy.addr().port());
     let sandbox = SandboxArgs {
-        socket,
-        port: SANDBOX_PORT,
+        proxy: Some((socket, SANDBOX_PORT)),
         hide: vec![dataset.clone(), results.clone()],
         // The scratch space is under /tmp: the agent keeps its workspace and home there.
         keep: vec![repo.clone(), home.clone()],
+        tmpfs_mib: 256,
+        report_fd: None,
         user,
         program: "/bin/bash".into(),
         args: vec![
