@@ -288,20 +288,37 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
     let root = unsafe { libc::geteuid() } == 0;
     let scratch = &setup.scratch;
     let mut isolation = Isolation::default();
-    let scratch_mounted = root && scratch::mount(scratch, setup.scratch_mib).is_ok();
-    let outcome = run_agentic_in_scratch(job, setup, pricing, root, scratch_mounted, &mut isolation).await;
-    scratch::remove(scratch, scratch_mounted);
+    // Not as root (in a pod), the volume's own limit applies; a root that may not mount (a
+    // container without CAP_SYS_ADMIN) goes on without one, and says so.
+    let mounted = match root.then(|| scratch::mount(scratch, setup.scratch_mib)) {
+        Some(Ok(())) => {
+            isolation.applied.push(format!("scratch: a tmpfs of {} MiB of its own", setup.scratch_mib));
+            true
+        }
+        Some(Err(e)) => {
+            isolation.missing.push(format!("scratch size limit: mounting a tmpfs at {}: {e}", scratch.display()));
+            false
+        }
+        None => {
+            isolation.missing.push("scratch size limit: needs root (in a pod, the volume's own limit applies)".into());
+            false
+        }
+    };
+    if !mounted {
+        let _ = std::fs::remove_dir_all(scratch);
+    }
+    let outcome = run_agentic_in_scratch(job, setup, pricing, root, &mut isolation).await;
+    scratch::remove(scratch, mounted);
     let (run, artifacts, version, trajectory) = outcome;
     (run, artifacts, version, trajectory, Some(isolation))
 }
 
-/// [`run_agentic`] once the scratch space exists (a tmpfs of its own when `scratch_mounted`).
+/// [`run_agentic`] once the scratch space exists.
 async fn run_agentic_in_scratch(
     job: &TrialJob,
     setup: &AgentSetup,
     pricing: &PricingTable,
     root: bool,
-    scratch_mounted: bool,
     isolation: &mut Isolation,
 ) -> (AgentRun, Vec<(String, Vec<u8>)>, Option<String>, Option<TrajectorySummary>) {
     let version = setup.installed.reported_version().await;
@@ -320,15 +337,6 @@ async fn run_agentic_in_scratch(
         )
     };
     let scratch = &setup.scratch;
-    if scratch_mounted {
-        isolation.applied.push(format!("scratch: a tmpfs of {} MiB of its own", setup.scratch_mib));
-    } else {
-        if root {
-            return infra(format!("mounting the scratch tmpfs at {}", scratch.display()));
-        }
-        isolation.missing.push("scratch size limit: needs root (in a pod, the volume's own limit applies)".into());
-        let _ = std::fs::remove_dir_all(scratch);
-    }
     // A uid of the agent's own, held until the trial ends (see `uid_lease`).
     let lease = match root.then(|| UidLease::acquire(&default_lock_dir(), FIRST_AGENT_UID, AGENT_UIDS)).transpose() {
         Ok(lease) => lease,
