@@ -28,7 +28,8 @@ pub struct AgentUser {
 
 impl AgentUser {
     /// `nobody:nogroup` when the worker runs as root; otherwise the worker's own user (it is
-    /// already unprivileged).
+    /// already unprivileged). Trials lease a user of their own instead (see
+    /// [`crate::uid_lease`]); this one serves tests and benchmarks.
     pub fn for_this_process() -> Option<AgentUser> {
         // SAFETY: geteuid has no preconditions and cannot fail.
         (unsafe { libc::geteuid() } == 0).then_some(AgentUser { uid: 65534, gid: 65534 })

@@ -57,7 +57,8 @@ pub struct AgentSetup {
     pub base_tree: PathBuf,
     /// Scratch space for this attempt; removed afterwards.
     pub scratch: PathBuf,
-    /// Local mode's network and filesystem sandbox; `None` runs the agent without one.
+    /// The sandbox the agent runs in (root: namespaces, own uid, filter; otherwise the filter and
+    /// what else works unprivileged); `None` runs the agent without one, and the record says so.
     pub sandbox: Option<SandboxLauncher>,
     pub max_turns: Option<u32>,
     /// Between SIGTERM and SIGKILL at the time limit.
