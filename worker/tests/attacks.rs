@@ -183,8 +183,10 @@ async fn attack_a_neighbour(name: &str, attack: &str) -> (Value, String, Value, 
         let victim = wait_for("the victim to be ready", || scratch_with(&run, "victim-ready")).await;
         let attacker = wait_for("the attacker to be ready", || scratch_with(&run, "attacker-ready")).await;
         let pid = wait_for("the victim's waiting shell", || pids_with(&format!(": {marker};")).first().copied()).await;
+        // The harness itself: mini-swe-agent's Python, given the model on its command line.
+        let agent = wait_for("the victim's harness", || pids_with("openai/victim").first().copied()).await;
         *secret.lock().unwrap() = std::fs::read_to_string(victim.join("repo/secret.txt")).unwrap();
-        let facts = format!("VICTIM_PID={pid}\nVICTIM_SCRATCH={}\n", victim.display());
+        let facts = format!("VICTIM_PID={pid}\nVICTIM_AGENT_PID={agent}\nVICTIM_SCRATCH={}\n", victim.display());
         std::fs::write(attacker.join("repo/go"), facts).unwrap();
         wait_for("the attacker's trial to end", || (!attacker.exists()).then_some(())).await;
         std::fs::write(victim.join("repo/go"), "").unwrap();
@@ -209,7 +211,7 @@ const PTRACE_ATTACK: &str = r#"/usr/bin/python3 - <<'PY'
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 marker = ('VICT' + '@MARKER_TAIL@').encode()
-targets = {int(os.environ['VICTIM_PID']): 'victim host pid'}
+targets = {int(os.environ['VICTIM_PID']): 'victim host pid', int(os.environ['VICTIM_AGENT_PID']): 'victim harness host pid'}
 for p in os.listdir('/proc'):
     if p.isdigit() and int(p) not in (os.getpid(), os.getppid()):
         try:
@@ -236,6 +238,7 @@ async fn ptrace_of_a_neighbour_trials_agent_fails() {
     let (_, review, ..) = attack_a_neighbour("atk-ptrace", PTRACE_ATTACK).await;
     let lines = attack_lines(&review);
     assert!(lines.iter().any(|l| l.starts_with("ATTACK ptrace victim host pid")), "the attack ran: {review}");
+    assert!(lines.iter().any(|l| l.starts_with("ATTACK ptrace victim harness host pid")), "{review}");
     // Refused before any memory is touched: a bad address (EFAULT) would mean access was allowed.
     for line in &lines {
         assert!(
@@ -246,10 +249,10 @@ async fn ptrace_of_a_neighbour_trials_agent_fails() {
 }
 
 /// Signals the victim by its host PID and wherever it shows in `/proc` (probe, stop, continue).
-const SIGNAL_ATTACK: &str = r#"for sig in 0 STOP CONT; do
-  if err=$(kill -$sig "$VICTIM_PID" 2>&1); then echo "ATTACK kill -$sig victim host pid $VICTIM_PID: DELIVERED"
-  else echo "ATTACK kill -$sig victim host pid $VICTIM_PID: refused: $err"; fi
-done
+const SIGNAL_ATTACK: &str = r#"for pid in "$VICTIM_PID" "$VICTIM_AGENT_PID"; do for sig in 0 STOP CONT; do
+  if err=$(kill -$sig "$pid" 2>&1); then echo "ATTACK kill -$sig victim host pid $pid: DELIVERED"
+  else echo "ATTACK kill -$sig victim host pid $pid: refused: $err"; fi
+done; done
 for p in /proc/[0-9]*; do
   if grep -q "VICT""@MARKER_TAIL@" "$p/cmdline" 2>/dev/null; then
     if err=$(kill -STOP "${p#/proc/}" 2>&1); then kill -CONT "${p#/proc/}"; echo "ATTACK kill -STOP $p: DELIVERED"
@@ -261,14 +264,14 @@ done"#;
 async fn signalling_a_neighbour_trials_process_fails() {
     let (_, review, ..) = attack_a_neighbour("atk-signal", SIGNAL_ATTACK).await;
     let lines = attack_lines(&review);
-    assert!(lines.iter().any(|l| l.starts_with("ATTACK kill -STOP victim host pid")), "the attack ran: {review}");
+    assert_eq!(lines.iter().filter(|l| l.starts_with("ATTACK kill -STOP victim host pid")).count(), 2, "{review}");
     for line in &lines {
         assert!(line.contains("refused"), "{line}\n{review}");
     }
 }
 
 /// Reads the victim's workspace by its host path, through `/proc/PID/cwd`, and searches for it.
-const READ_ATTACK: &str = r#"for f in "$VICTIM_SCRATCH/repo/secret.txt" "/proc/$VICTIM_PID/cwd/secret.txt" "/proc/$VICTIM_PID/environ"; do
+const READ_ATTACK: &str = r#"for f in "$VICTIM_SCRATCH/repo/secret.txt" "/proc/$VICTIM_PID/cwd/secret.txt" "/proc/$VICTIM_PID/environ" "/proc/$VICTIM_AGENT_PID/environ"; do
   if out=$(cat "$f" 2>&1); then echo "ATTACK read $f: READ $out"; else echo "ATTACK read $f: refused: $out"; fi
 done
 echo "ATTACK list $VICTIM_SCRATCH: $(ls -la "$VICTIM_SCRATCH" "$VICTIM_SCRATCH/repo" 2>&1 | tr '\n' ' ')"
