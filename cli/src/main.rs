@@ -86,8 +86,8 @@ fn main() -> ExitCode {
         Command::Report(args) => report::report(&args),
         Command::Crdgen { out, check, kind } => crdgen::crdgen(kind, out.as_deref(), check),
         Command::ScriptedServer { api_key, listen } => run::scripted_server(api_key, listen),
-        Command::Sandbox { args } => match lightsout_worker::sandbox::SandboxArgs::parse(&args) {
-            Ok(args) => std::process::exit(lightsout_worker::sandbox::run(&args)),
+        Command::Sandbox { args } => match lightsout_worker::sandbox::main(&args) {
+            Ok(code) => std::process::exit(code),
             Err(e) => Err(anyhow::anyhow!("sandbox: {e}")),
         },
     };

@@ -225,6 +225,7 @@ async fn finish_trial(store: &Results, job: &Job, minutes: f64) -> (String, Stri
         review_words: 180,
         scripted_model: false,
         trajectory: None,
+        isolation: None,
     };
     let key = RunLayout::new(RUN).artifact(&result.variant_id, &result.trial_id, result.attempt, "result.json");
     store.put(&key, &serde_json::to_vec(&result).unwrap()).await.unwrap();

@@ -630,6 +630,7 @@ fn infra_result(
         review_words: 0,
         scripted_model: false,
         trajectory: None,
+        isolation: None,
     }
 }
 

@@ -230,6 +230,7 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 review_words: 400,
                 scripted_model: false,
                 trajectory: None,
+                isolation: None,
             };
             records.push(TrialRecord {
                 variant: v as u32,

@@ -81,6 +81,19 @@ pub struct TrialResult {
     /// What the agent did, from its trajectory (agentic harnesses).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trajectory: Option<TrajectorySummary>,
+    /// How the agent was isolated from other trials and the host (agentic harnesses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+}
+
+/// The protections an agent ran under, and those that could not be applied, with the reason
+/// (e.g. a namespace that needs root, in a pod).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Isolation {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
 }
 
 /// The shape of an agent's work: turns, tool calls and what kind of action each was.

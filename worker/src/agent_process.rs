@@ -4,6 +4,7 @@
 //! written by then.
 
 use std::ffi::OsString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -27,7 +28,8 @@ pub struct AgentUser {
 
 impl AgentUser {
     /// `nobody:nogroup` when the worker runs as root; otherwise the worker's own user (it is
-    /// already unprivileged).
+    /// already unprivileged). Trials lease a user of their own instead (see
+    /// [`crate::uid_lease`]); this one serves tests and benchmarks.
     pub fn for_this_process() -> Option<AgentUser> {
         // SAFETY: geteuid has no preconditions and cannot fail.
         (unsafe { libc::geteuid() } == 0).then_some(AgentUser { uid: 65534, gid: 65534 })
@@ -65,6 +67,52 @@ pub async fn run(
     stdout: &Path,
     stderr: &Path,
 ) -> std::io::Result<AgentRun> {
+    run_with(spec, user, limits, stdout, stderr, None).await
+}
+
+/// The descriptor a sandbox started by [`run_reporting`] writes its report on.
+pub const REPORT_FD: RawFd = 3;
+/// The most of a report that is read.
+const MAX_REPORT_BYTES: usize = 64 << 10;
+
+/// Like [`run`], with a pipe on descriptor [`REPORT_FD`] of the process (see
+/// [`crate::sandbox_init::Report`]); returns what was written to it besides the run.
+pub async fn run_reporting(
+    spec: &LaunchSpec,
+    user: Option<AgentUser>,
+    limits: Limits,
+    stdout: &Path,
+    stderr: &Path,
+) -> std::io::Result<(AgentRun, String)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 fills the two descriptors, owned just below.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let ran = run_with(spec, user, limits, stdout, stderr, Some(write)).await?;
+    // Every writer has exited: the sandbox, its init (which closed it before the agent started).
+    let mut report = Vec::new();
+    let mut file = std::fs::File::from(read);
+    let mut buffer = [0u8; 4096];
+    while report.len() < MAX_REPORT_BYTES {
+        match std::io::Read::read(&mut file, &mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => report.extend_from_slice(&buffer[..n]),
+        }
+    }
+    Ok((ran, String::from_utf8_lossy(&report).into_owned()))
+}
+
+async fn run_with(
+    spec: &LaunchSpec,
+    user: Option<AgentUser>,
+    limits: Limits,
+    stdout: &Path,
+    stderr: &Path,
+    report: Option<OwnedFd>,
+) -> std::io::Result<AgentRun> {
     let mut command = tokio::process::Command::new(&spec.program);
     command
         .args(&spec.args)
@@ -82,8 +130,28 @@ pub async fn run(
         // the uid, so the agent holds none of them.
         command.uid(user.uid).gid(user.gid);
     }
+    if let Some(write) = report.as_ref().map(|fd| fd.as_raw_fd()) {
+        // SAFETY: dup2 and fcntl are async-signal-safe and touch only descriptors of the child.
+        unsafe {
+            command.pre_exec(move || {
+                // dup2 onto itself would keep close-on-exec; clear it instead.
+                let result = if write == REPORT_FD {
+                    libc::fcntl(write, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(write, REPORT_FD)
+                };
+                if result < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     let started = Instant::now();
-    let mut child = command.spawn()?;
+    let spawned = command.spawn();
+    // The child has its copy; the worker's must go, or reading the report would never end.
+    drop(report);
+    let mut child = spawned?;
     let pgid = child.id().map(|id| id as libc::pid_t);
     let exit = match tokio::time::timeout(limits.timeout, child.wait()).await {
         Ok(status) => AgentExit::Exited(status?),
@@ -108,11 +176,15 @@ fn signal_group(pgid: Option<libc::pid_t>, signal: libc::c_int) {
     }
 }
 
-/// Gives the agent's user ownership of its working directories (when the worker is root).
+/// Gives the agent's user ownership of its working directories (when the worker is root), and
+/// makes each of them its alone (mode 0700): no other trial's user may enter them.
 pub fn hand_over(paths: &[&Path], user: Option<AgentUser>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let Some(user) = user else { return Ok(()) };
     for path in paths {
-        chown_tree(path, user)?;
+        chown_tree(path, user).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
     }
     Ok(())
 }

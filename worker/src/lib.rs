@@ -9,4 +9,8 @@ pub use lightsout_core::pod_job as job;
 pub mod local;
 pub mod proxy;
 pub mod sandbox;
+pub mod sandbox_init;
+pub mod scratch;
+pub mod seccomp;
 pub mod trial;
+pub mod uid_lease;

@@ -281,6 +281,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                                 }),
                                 max_turns: spec.agent.max_turns.map(|t| t.max(1) as u32),
                                 grace: Duration::from_secs(10),
+                                scratch_mib: crate::scratch::scratch_mib(),
                             }),
                         };
                         let artifacts = match run_trial(&job, client, pricing, store, config.upload_deadline).await {

@@ -124,20 +124,21 @@ fn run_job(file: &std::path::Path) -> ExitCode {
                 return ExitCode::from(EXIT_INFRA);
             }
         };
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
         let agent = match (installed, &job.base_tree) {
             (Some(installed), Some(base_tree)) => Some(AgentSetup {
                 installed,
                 base_tree: base_tree.clone(),
                 scratch: std::env::temp_dir().join(format!("lightsout-{}-{}", job.trial_id, job.attempt)),
-                sandbox: std::env::current_exe().ok().filter(|_| root).map(|program| SandboxLauncher {
+                // Root or not: without root (the restricted pod) the sandbox applies what works
+                // unprivileged and records what it could not.
+                sandbox: std::env::current_exe().ok().map(|program| SandboxLauncher {
                     program,
                     leading_args: vec!["sandbox".into()],
                     hide: vec![lightsout_worker::trial::spool_root()],
                 }),
                 max_turns: job.max_turns,
                 grace: std::time::Duration::from_secs(10),
+                scratch_mib: lightsout_worker::scratch::scratch_mib(),
             }),
             (Some(_), None) => {
                 eprintln!("lightsout-worker: job {}: an agentic harness needs baseTree", file.display());
@@ -183,15 +184,15 @@ fn run_job(file: &std::path::Path) -> ExitCode {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: lightsout-worker run --job FILE\n       lightsout-worker install-harness NAME VERSION [--root DIR]\n       lightsout-worker resolve HOST:PORT\n       lightsout-worker copy-self DIR\n       lightsout-worker --version\n       lightsout-worker sandbox --socket S --port P [--hide DIR]... [--user UID:GID] -- PROGRAM [ARGS]...");
+    eprintln!("usage: lightsout-worker run --job FILE\n       lightsout-worker install-harness NAME VERSION [--root DIR]\n       lightsout-worker resolve HOST:PORT\n       lightsout-worker copy-self DIR\n       lightsout-worker --version\n       lightsout-worker sandbox [--socket S --port P] [--hide DIR]... [--keep DIR]... [--tmpfs-mib N] [--report-fd N] [--user UID:GID] -- PROGRAM [ARGS]...");
     ExitCode::from(2)
 }
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     match args.first().and_then(|a| a.to_str()) {
-        Some("sandbox") => match sandbox::SandboxArgs::parse(&args[1..]) {
-            Ok(parsed) => ExitCode::from(sandbox::run(&parsed).clamp(0, 255) as u8),
+        Some("sandbox") => match sandbox::main(&args[1..]) {
+            Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
             Err(e) => {
                 eprintln!("lightsout-worker sandbox: {e}");
                 usage()

@@ -17,13 +17,16 @@ use lightsout_core::pricing::PricingTable;
 use lightsout_core::prompts::SWE_PRBENCH_STRICT_RETRY;
 use lightsout_core::results::{ResultStore, RunLayout};
 use lightsout_core::swe_prbench::{AgentOutput, AgentOutputStatus};
-use lightsout_core::trial::{Outcome, TrajectorySummary, TrialResult, RESULT_SCHEMA};
+use lightsout_core::trial::{Isolation, Outcome, TrajectorySummary, TrialResult, RESULT_SCHEMA};
 use lightsout_s3::{Artifact, Uploader};
 
-use crate::agent_process::{self, AgentExit, AgentUser, Limits};
+use crate::agent_process::{self, AgentExit, Limits};
 use crate::harness::{AgentContext, Installed, SessionLog, SingleShot, SINGLE_SHOT_VERSION};
 use crate::proxy::{MeteringProxy, ProxyConfig};
 use crate::sandbox::SandboxArgs;
+use crate::sandbox_init::Report;
+use crate::scratch;
+use crate::uid_lease::{default_lock_dir, UidLease, AGENT_UIDS, FIRST_AGENT_UID};
 
 /// Everything one attempt needs, and nothing the agent must not see.
 #[derive(Debug, Clone)]
@@ -54,15 +57,21 @@ pub struct AgentSetup {
     pub base_tree: PathBuf,
     /// Scratch space for this attempt; removed afterwards.
     pub scratch: PathBuf,
-    /// Local mode's network and filesystem sandbox; `None` runs the agent without one.
+    /// The sandbox the agent runs in (root: namespaces, own uid, filter; otherwise the filter and
+    /// what else works unprivileged); `None` runs the agent without one, and the record says so.
     pub sandbox: Option<SandboxLauncher>,
     pub max_turns: Option<u32>,
     /// Between SIGTERM and SIGKILL at the time limit.
     pub grace: Duration,
+    /// The size of the scratch tmpfs and of each of the sandbox's private tmpfs, in MiB (see
+    /// [`crate::scratch`]).
+    pub scratch_mib: u64,
 }
 
 /// How to start the sandbox: a program (the worker or CLI binary itself) with the arguments that
-/// select its sandbox entry point, and the directories to hide from the agent.
+/// select its sandbox entry point, and the directories to hide from the agent. As root it gives
+/// the agent namespaces of its own; otherwise only what works unprivileged (see
+/// [`crate::sandbox`]).
 #[derive(Debug, Clone)]
 pub struct SandboxLauncher {
     pub program: PathBuf,
@@ -123,7 +132,7 @@ pub async fn run_trial<S: ResultStore + Clone>(
     let clock = Instant::now();
     let attempt = run_agent(job, client, pricing).await;
     let duration_ms = clock.elapsed().as_millis() as u64;
-    let (attempt, extra_artifacts, harness_version, trajectory) = attempt;
+    let (attempt, extra_artifacts, harness_version, trajectory, isolation) = attempt;
     for (name, bytes) in extra_artifacts {
         artifacts.push(Artifact::new(key(&name), bytes));
     }
@@ -183,6 +192,7 @@ pub async fn run_trial<S: ResultStore + Clone>(
         review_words: parsed.as_ref().map(|p| p.words as u32).unwrap_or(0),
         scripted_model,
         trajectory,
+        isolation,
     };
     artifacts.push(Artifact::new(key("result.json"), serde_json::to_vec_pretty(&result)?));
     publish(store, &job.run, &job.trial_id, job.attempt, artifacts, upload_deadline).await?;
@@ -198,7 +208,7 @@ enum AgentRun {
 
 /// The agent's run, the artifacts it left besides its review, the harness version it reported,
 /// and the summary of its trajectory.
-type AgentOutcome = (AgentRun, Vec<(String, Vec<u8>)>, Option<String>, Option<TrajectorySummary>);
+type AgentOutcome = (AgentRun, Vec<(String, Vec<u8>)>, Option<String>, Option<TrajectorySummary>, Option<Isolation>);
 
 async fn run_agent(job: &TrialJob, client: &ModelClient, pricing: &PricingTable) -> AgentOutcome {
     if let Some(setup) = &job.agent {
@@ -214,7 +224,7 @@ async fn run_agent(job: &TrialJob, client: &ModelClient, pricing: &PricingTable)
             scripted: false,
         },
     };
-    (run, Vec::new(), Some(SINGLE_SHOT_VERSION.to_string()), None)
+    (run, Vec::new(), Some(SINGLE_SHOT_VERSION.to_string()), None, None)
 }
 
 /// The built-in harness: one model call, and under the `swe-prbench` prompt one more with a
@@ -275,6 +285,43 @@ const SANDBOX_PROXY_PORT: u16 = 4000;
 
 /// Runs an agentic harness: workspace, proxy, sandbox, time limit; then reads `review.md`.
 async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable) -> AgentOutcome {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let scratch = &setup.scratch;
+    let mut isolation = Isolation::default();
+    // Not as root (in a pod), the volume's own limit applies; a root that may not mount (a
+    // container without CAP_SYS_ADMIN) goes on without one, and says so.
+    let mounted = match root.then(|| scratch::mount(scratch, setup.scratch_mib)) {
+        Some(Ok(())) => {
+            isolation.applied.push(format!("scratch: a tmpfs of {} MiB of its own", setup.scratch_mib));
+            true
+        }
+        Some(Err(e)) => {
+            isolation.missing.push(format!("scratch size limit: mounting a tmpfs at {}: {e}", scratch.display()));
+            false
+        }
+        None => {
+            isolation.missing.push("scratch size limit: needs root (in a pod, the volume's own limit applies)".into());
+            false
+        }
+    };
+    if !mounted {
+        let _ = std::fs::remove_dir_all(scratch);
+    }
+    let outcome = run_agentic_in_scratch(job, setup, pricing, root, &mut isolation).await;
+    scratch::remove(scratch, mounted);
+    let (run, artifacts, version, trajectory) = outcome;
+    (run, artifacts, version, trajectory, Some(isolation))
+}
+
+/// [`run_agentic`] once the scratch space exists.
+async fn run_agentic_in_scratch(
+    job: &TrialJob,
+    setup: &AgentSetup,
+    pricing: &PricingTable,
+    root: bool,
+    isolation: &mut Isolation,
+) -> (AgentRun, Vec<(String, Vec<u8>)>, Option<String>, Option<TrajectorySummary>) {
     let version = setup.installed.reported_version().await;
     let infra = |error: String| {
         (
@@ -291,7 +338,14 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
         )
     };
     let scratch = &setup.scratch;
-    let _ = std::fs::remove_dir_all(scratch);
+    // A uid of the agent's own, held until the trial ends (see `uid_lease`).
+    let lease = match root.then(|| UidLease::acquire(&default_lock_dir(), FIRST_AGENT_UID, AGENT_UIDS)).transpose() {
+        Ok(lease) => lease,
+        Err(e) => return infra(format!("leasing an agent user id: {e}")),
+    };
+    let user = lease.as_ref().map(UidLease::user);
+    // The proxy is reached through the sandbox's network namespace, which only root can make.
+    let network_sandbox = setup.sandbox.is_some() && root;
     let (home, logs, run_dir) = (scratch.join("home"), scratch.join("logs"), scratch.join("run"));
     for dir in [&home, &logs, &run_dir] {
         if let Err(e) = std::fs::create_dir_all(dir) {
@@ -315,16 +369,16 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
         max_tokens: job.max_tokens,
         max_usd: job.max_usd,
         log_path: Some(run_dir.join("exchanges.jsonl")),
-        unix_socket: setup.sandbox.as_ref().map(|_| socket.clone()),
+        unix_socket: network_sandbox.then(|| socket.clone()),
     })
     .await;
     let proxy = match proxy {
         Ok(proxy) => proxy,
         Err(e) => return infra(format!("starting the metering proxy: {e}")),
     };
-    let proxy_base_url = match &setup.sandbox {
-        Some(_) => format!("http://127.0.0.1:{SANDBOX_PROXY_PORT}/v1"),
-        None => proxy.base_url(),
+    let proxy_base_url = match network_sandbox {
+        true => format!("http://127.0.0.1:{SANDBOX_PROXY_PORT}/v1"),
+        false => proxy.base_url(),
     };
     let context = AgentContext {
         model: job.variant.model.name.clone(),
@@ -339,15 +393,13 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
         harness_log_dir: logs.clone(),
     };
     let mut launch = setup.installed.launch(&context);
-    let user = AgentUser::for_this_process();
     if let Err(e) = agent_process::hand_over(&[&workspace.repo, &home, &logs], user) {
         return infra(format!("handing the workspace to the agent user: {e}"));
     }
     let run_as = match &setup.sandbox {
         Some(sandbox) => {
             let args = SandboxArgs {
-                socket: socket.clone(),
-                port: SANDBOX_PROXY_PORT,
+                proxy: network_sandbox.then(|| (socket.clone(), SANDBOX_PROXY_PORT)),
                 hide: sandbox.hide.clone(),
                 // The agent's own /tmp is empty; what it works on is bound back in.
                 keep: vec![
@@ -357,6 +409,8 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
                     logs.clone(),
                     setup.installed.dir.clone(),
                 ],
+                tmpfs_mib: setup.scratch_mib,
+                report_fd: Some(agent_process::REPORT_FD),
                 user,
                 program: launch.program.clone().into(),
                 args: launch.args.clone(),
@@ -369,8 +423,24 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
         None => user,
     };
     let limits = Limits { timeout: job.timeout, grace: setup.grace };
-    let ran =
-        agent_process::run(&launch, run_as, limits, &run_dir.join("agent.stdout"), &run_dir.join("agent.stderr")).await;
+    let (stdout, stderr) = (run_dir.join("agent.stdout"), run_dir.join("agent.stderr"));
+    let ran = match &setup.sandbox {
+        Some(_) => {
+            agent_process::run_reporting(&launch, run_as, limits, &stdout, &stderr).await.map(|(ran, report)| {
+                let (applied, missing) = Report::parse(&report);
+                isolation.applied.extend(applied);
+                isolation.missing.extend(missing);
+                ran
+            })
+        }
+        None => {
+            if let Some(user) = user {
+                isolation.applied.push(format!("agent user {}:{} of its own", user.uid, user.gid));
+            }
+            isolation.missing.push("sandbox: not used in this run (no namespaces, no system-call filter)".into());
+            agent_process::run(&launch, run_as, limits, &stdout, &stderr).await
+        }
+    };
     // Let streams that the agent's exit cut short be recorded before reading the totals.
     tokio::time::sleep(Duration::from_millis(20)).await;
     let totals = proxy.totals();
@@ -475,7 +545,7 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
             },
         },
     };
-    let _ = std::fs::remove_dir_all(scratch);
+    drop(lease);
     (run, artifacts, version, Some(trajectory_summary))
 }
 

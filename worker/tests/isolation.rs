@@ -123,11 +123,12 @@ async fn an_adversarial_agent_finds_and_reaches_nothing_but_the_proxy() {
     agent_process::hand_over(&[&repo, &home], user).unwrap();
     let probe_ports = format!("{} {}", server.addr().port(), proxy.addr().port());
     let sandbox = SandboxArgs {
-        socket,
-        port: SANDBOX_PORT,
+        proxy: Some((socket, SANDBOX_PORT)),
         hide: vec![dataset.clone(), results.clone()],
         // The scratch space is under /tmp: the agent keeps its workspace and home there.
         keep: vec![repo.clone(), home.clone()],
+        tmpfs_mib: 256,
+        report_fd: None,
         user,
         program: "/bin/bash".into(),
         args: vec![
@@ -187,4 +188,62 @@ async fn an_adversarial_agent_finds_and_reaches_nothing_but_the_proxy() {
     );
     assert!(!Path::new("/tmp").join(&leftover).exists(), "the agent left a file in the host's /tmp");
     assert!(host_tmp_file.path().exists());
+}
+
+/// Without root (as in a pod), the sandbox makes no namespace and says so, and still applies what
+/// works unprivileged: the system-call filter, `no_new_privs`, and killing what the agent left
+/// running (a `setsid` daemon) when it exits.
+#[tokio::test]
+async fn without_root_the_sandbox_applies_what_works_unprivileged_and_reports_the_rest() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "the test drops to an unprivileged user, which needs root");
+    let dir = tempfile::tempdir().unwrap();
+    let unprivileged = AgentUser { uid: 65534, gid: 65534 };
+    agent_process::hand_over(&[dir.path()], Some(unprivileged)).unwrap();
+    let marker = format!("LIGHTSOUT-DAEMON-{}", &random_secret("D")[..12]);
+    let script = format!(
+        "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; \
+         setsid sh -c 'while :; do sleep 0.2; done' {marker} > /dev/null 2>&1 & \
+         sleep 0.5; grep -l {marker} /proc/[0-9]*/cmdline | wc -l"
+    );
+    let sandbox = SandboxArgs {
+        proxy: None,
+        hide: vec![],
+        keep: vec![],
+        tmpfs_mib: 64,
+        report_fd: Some(agent_process::REPORT_FD),
+        user: None,
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), script.into()],
+    };
+    let mut args = vec![std::ffi::OsString::from("sandbox")];
+    args.extend(sandbox.to_args());
+    let launch = LaunchSpec {
+        program: env!("CARGO_BIN_EXE_lightsout-worker").into(),
+        args,
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        cwd: dir.path().to_path_buf(),
+    };
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let limits = Limits { timeout: Duration::from_secs(60), grace: Duration::from_secs(2) };
+    let (ran, report) = agent_process::run_reporting(&launch, Some(unprivileged), limits, &out, &err).await.unwrap();
+    let output = std::fs::read_to_string(&out).unwrap();
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert!(matches!(ran.exit, AgentExit::Exited(s) if s.success()), "{:?}: {stderr}", ran.exit);
+    let lines: Vec<&str> = output.lines().map(str::trim).collect();
+    assert!(lines.contains(&"NoNewPrivs:\t1") && lines.contains(&"Seccomp:\t2"), "{output}");
+    // The daemon, the shell that counts and its grep: the daemon ran.
+    assert!(lines.last().and_then(|n| n.parse::<u32>().ok()) >= Some(3), "{output}");
+    assert!(!std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+        std::fs::read(p.path().join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+    }));
+
+    let (applied, missing) = lightsout_worker::sandbox_init::Report::parse(&report);
+    assert!(applied.iter().any(|a| a.starts_with("seccomp filter and no_new_privs")), "{report}");
+    for what in ["network namespace", "mount namespace", "pid namespace", "agent user of its own"] {
+        assert!(
+            missing.iter().any(|m| m.starts_with(what) && m.ends_with("needs root; the worker runs as uid 65534")),
+            "{what}: {report}"
+        );
+    }
 }

@@ -184,6 +184,15 @@ impl ScriptedServer {
         self.shared.requests()
     }
 
+    /// Scripts the tool-calling agent of `model`: from now on, in each of its conversations, it
+    /// runs `commands` through the shell tool one per turn, in order, and then submits (or, for
+    /// harnesses that end on an answer, answers without a tool call) — instead of looking at the
+    /// change and writing its review. Tests use it to make a real harness run what they choose,
+    /// e.g. the attacks of a hostile agent.
+    pub fn script_agent(&self, model: &str, commands: Vec<String>) {
+        self.shared.script_agent(model, commands);
+    }
+
     /// Models requested so far, in first-seen order (what `GET /v1/models` lists).
     pub fn models(&self) -> Vec<String> {
         self.shared.models()

@@ -39,6 +39,9 @@ pub(crate) struct Shared {
     cache: Mutex<HashSet<u64>>,
     /// (judge model, finding, ground truth) already answered: `malformed` judges recover on retry.
     judged: Mutex<HashSet<String>>,
+    /// Shell commands a tool-calling agent of a given model runs instead of its review steps
+    /// (see [`super::ScriptedServer::script_agent`]).
+    agent_scripts: Mutex<HashMap<String, Vec<String>>>,
     next_id: AtomicU64,
 }
 
@@ -60,6 +63,7 @@ impl Shared {
             counts: Mutex::default(),
             cache: Mutex::default(),
             judged: Mutex::default(),
+            agent_scripts: Mutex::default(),
             next_id: AtomicU64::new(1),
         }
     }
@@ -73,6 +77,10 @@ impl Shared {
         *lock(&self.storm) = ChaCha8Rng::seed_from_u64(faults.seed);
         *lock(&self.bucket) = None;
         *lock(&self.faults) = faults;
+    }
+
+    pub fn script_agent(&self, model: &str, commands: Vec<String>) {
+        lock(&self.agent_scripts).insert(model.to_string(), commands);
     }
 
     fn faults(&self) -> Faults {
@@ -172,8 +180,19 @@ impl Shared {
             }
             Role::Agent if exchange.shell_tool.is_some() => {
                 let step = exchange.tool_calls_so_far;
-                let (text, command) = agent::agentic_step(&exchange.model, exchange.effort, &exchange.prompt, step);
-                let tool = exchange.shell_tool.filter(|tool| !(tool.ends_with_answer() && step >= agent::WORK_STEPS));
+                let script = lock(&self.agent_scripts).get(&exchange.model).cloned();
+                let (text, command, finished) = match script {
+                    Some(commands) => match commands.get(step as usize) {
+                        Some(command) => (format!("Scripted step {}.", step + 1), command.clone(), false),
+                        None => ("The script is done.".to_string(), agent::SUBMIT_COMMAND.to_string(), true),
+                    },
+                    None => {
+                        let (text, command) =
+                            agent::agentic_step(&exchange.model, exchange.effort, &exchange.prompt, step);
+                        (text, command, step >= agent::WORK_STEPS)
+                    }
+                };
+                let tool = exchange.shell_tool.filter(|tool| !(tool.ends_with_answer() && finished));
                 tool_call = tool.map(|tool| ToolCall {
                     id: format!("call_scripted_{}", self.next_id.load(Ordering::Relaxed)),
                     tool,

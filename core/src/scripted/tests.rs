@@ -271,6 +271,43 @@ async fn mini_swe_agent_is_driven_through_bash_and_submits() {
     server.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_scripted_agent_runs_its_commands_then_submits_and_others_are_unchanged() {
+    let server = start(ScriptedConfig::default()).await;
+    server.script_agent("hostile", vec!["id -u".into(), "cat /etc/passwd > review.md".into()]);
+    let commands_of = |model: &'static str| {
+        let server = &server;
+        async move {
+            let mut body = chat_body(REVIEWER_SYSTEM, &agent_prompt());
+            body["model"] = json!(model);
+            body["tools"] =
+                json!([{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]);
+            let mut commands = Vec::new();
+            for _ in 0..3 {
+                let answer = post_json(server, "/chat/completions", &body).await;
+                let call = answer["choices"][0]["message"]["tool_calls"][0].clone();
+                let arguments: Value =
+                    serde_json::from_str(call["function"]["arguments"].as_str().expect("arguments")).unwrap();
+                commands.push(arguments["command"].as_str().expect("command").to_string());
+                let messages = body["messages"].as_array_mut().expect("messages");
+                messages.push(answer["choices"][0]["message"].clone());
+                messages.push(json!({"role": "tool", "tool_call_id": call["id"], "content": "ok"}));
+            }
+            commands
+        }
+    };
+    assert_eq!(commands_of("hostile").await, ["id -u", "cat /etc/passwd > review.md", SUBMIT_COMMAND]);
+    let normal = commands_of("gpt-test").await;
+    assert!(normal[1].starts_with("cat > review.md <<'LIGHTSOUT_REVIEW'"), "{normal:?}");
+    assert_eq!(normal[2], SUBMIT_COMMAND);
+
+    // A harness that ends on an answer gets no tool call once the script is done.
+    server.script_agent("gpt-test", vec!["true".into()]);
+    let items = finished_items(&post_sse(&server, "/responses", &codex_body(1)).await);
+    assert!(items.iter().all(|i| i["type"] != "function_call"), "{items:?}");
+    server.shutdown().await;
+}
+
 fn messages_body(system: &str, user: &str, stream: bool) -> Value {
     json!({
         "model": "claude-test",

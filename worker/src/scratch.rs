@@ -1,0 +1,68 @@
+//! A trial's scratch space (its workspace, home and logs) as a tmpfs of a fixed size, when the
+//! worker is root: an agent that fills it gets `ENOSPC` in its own space and takes nothing from a
+//! neighbour's disk. Not as root (in a pod), the scratch is a plain directory and the pod's own
+//! storage limits apply.
+
+use std::ffi::CString;
+use std::path::Path;
+
+/// The scratch size when `LIGHTSOUT_SCRATCH_MIB` does not set one.
+pub const DEFAULT_SCRATCH_MIB: u64 = 4096;
+
+/// The per-trial scratch size: `LIGHTSOUT_SCRATCH_MIB`, else [`DEFAULT_SCRATCH_MIB`]. A tmpfs
+/// takes memory only for what is written, so the limit is a ceiling, not a reservation.
+pub fn scratch_mib() -> u64 {
+    std::env::var("LIGHTSOUT_SCRATCH_MIB")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(DEFAULT_SCRATCH_MIB)
+}
+
+fn c_path(path: &Path) -> std::io::Result<CString> {
+    CString::new(path.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)
+}
+
+/// Detaches whatever is mounted at `dir` (a scratch left by an interrupted worker); nothing
+/// mounted is fine.
+pub fn unmount(dir: &Path) {
+    if let Ok(path) = c_path(dir) {
+        // SAFETY: a plain system call with a valid C string.
+        unsafe {
+            libc::umount2(path.as_ptr(), libc::MNT_DETACH);
+        }
+    }
+}
+
+/// Creates `dir` afresh as a tmpfs of `size_mib` MiB, owned by root and only traversable by
+/// others (each agent's own directories in it are its user's alone).
+pub fn mount(dir: &Path, size_mib: u64) -> std::io::Result<()> {
+    unmount(dir);
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)?;
+    let target = c_path(dir)?;
+    let fstype = CString::new("tmpfs").expect("no NUL");
+    let options = CString::new(format!("mode=0711,size={size_mib}m")).expect("no NUL");
+    // SAFETY: a plain mount system call with valid C strings.
+    let result = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            options.as_ptr().cast(),
+        )
+    };
+    if result != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Removes the scratch space: unmounts the tmpfs (its contents go with it) and the directory.
+pub fn remove(dir: &Path, mounted: bool) {
+    if mounted {
+        unmount(dir);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
