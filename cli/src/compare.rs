@@ -53,16 +53,14 @@ impl SettingsFlags {
 pub fn main(args: CompareArgs) -> ExitCode {
     match compare(&args) {
         Ok(comparison) => {
-            if args.json {
-                match serde_json::to_string_pretty(&comparison) {
-                    Ok(json) => println!("{json}"),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return ExitCode::from(2);
-                    }
-                }
+            let text = if args.json {
+                serde_json::to_string_pretty(&comparison).map(|json| json + "\n").map_err(anyhow::Error::from)
             } else {
-                print!("{}", table(&comparison));
+                Ok(table(&comparison))
+            };
+            if let Err(e) = text.and_then(crate::output::print) {
+                eprintln!("error: {e:#}");
+                return ExitCode::from(2);
             }
             match comparison.verdict {
                 Verdict::Regressed => ExitCode::from(1),

@@ -27,7 +27,7 @@ pub fn crd_yaml(kind: CrdKind) -> anyhow::Result<String> {
 pub fn crdgen(kind: CrdKind, out: Option<&Path>, check: bool) -> anyhow::Result<()> {
     let yaml = crd_yaml(kind)?;
     match (out, check) {
-        (None, _) => print!("{yaml}"),
+        (None, _) => crate::output::print(yaml)?,
         (Some(path), false) => std::fs::write(path, yaml).with_context(|| format!("writing {}", path.display()))?,
         (Some(path), true) => {
             let committed = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

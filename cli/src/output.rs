@@ -1,6 +1,7 @@
 //! What the terminal shows of a run.
 
 use std::fmt::Write;
+use std::io::Write as _;
 
 use lightsout_core::api::ScoringProtocol;
 use lightsout_core::summary::RunSummary;
@@ -77,4 +78,15 @@ pub fn summary_table(summary: &RunSummary) -> String {
         }
     );
     out
+}
+
+/// Writes `text` to standard output. A reader that has gone away (`lightsout validate | head`)
+/// is not an error: the rest of the output is dropped and the command ends with its own exit
+/// status, quietly (Rust's `print!` would panic). Any other write error names standard output.
+pub fn print(text: impl AsRef<str>) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_ref().as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => Ok(result.map_err(|e| anyhow::anyhow!("writing to standard output: {e}"))?),
+    }
 }

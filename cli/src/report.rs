@@ -45,7 +45,7 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<()> {
                 let comparison = compare_runs(&baseline, &candidate, &args.settings.settings())?;
                 if args.out.is_none() {
                     let stored = store_comparison(&store, &comparison).await?;
-                    println!("comparison: {stored} ({})", comparison.verdict);
+                    crate::output::print(format!("comparison: {stored} ({})\n", comparison.verdict))?;
                 }
                 report::load_compared(&store, &candidate, comparison).await?
             }
@@ -63,9 +63,7 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<()> {
             }
             None => report::store_report(&store, &run, &data).await?,
         };
-        print!("{}", report::terminal_table(&data.summary));
-        println!("report: {written}");
-        anyhow::Ok(())
+        crate::output::print(format!("{}report: {written}\n", report::terminal_table(&data.summary)))
     })
 }
 

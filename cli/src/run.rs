@@ -25,11 +25,11 @@ pub fn validate(file: &Path) -> anyhow::Result<()> {
     for line in &loaded.skipped {
         eprintln!("warning: skipped malformed dataset line {line}");
     }
-    let tasks = dataset::select_tasks(loaded.tasks, &spec.dataset.filter, spec.dataset.sample.as_ref());
+    let tasks = dataset::select_for_run(loaded.tasks, &spec.dataset)?;
     let tasks: Vec<_> = tasks.into_iter().map(|t| t.task).collect();
     let plan = plan::plan(spec, &tasks, |_, _| None);
-    println!(
-        "{} is valid: {} variants × {} tasks × {} repeats = {} trials",
+    let mut text = format!(
+        "{} is valid: {} variants × {} tasks × {} repeats = {} trials\n",
         file.display(),
         plan.variants.len(),
         tasks.len(),
@@ -37,9 +37,9 @@ pub fn validate(file: &Path) -> anyhow::Result<()> {
         plan.trials.len()
     );
     for variant in &plan.variants {
-        println!("  {}  {}", variant.id, variant.name);
+        text.push_str(&format!("  {}  {}\n", variant.id, variant.name));
     }
-    Ok(())
+    output::print(text)
 }
 
 pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyhow::Result<()> {
@@ -97,9 +97,7 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
     let runtime = tokio::runtime::Runtime::new()?;
     let report = runtime.block_on(run_local(config, on_event))?;
     bar.finish_and_clear();
-    print!("{}", output::summary_table(&report.summary));
-    println!("summary: {}", report.summary_uri);
-    Ok(())
+    output::print(format!("{}summary: {}\n", output::summary_table(&report.summary), report.summary_uri))
 }
 
 pub fn scripted_server(api_key: Option<String>, listen: std::net::SocketAddr) -> anyhow::Result<()> {
@@ -111,7 +109,7 @@ pub fn scripted_server(api_key: Option<String>, listen: std::net::SocketAddr) ->
         let stop = shutdown_signal()?;
         let server =
             ScriptedServer::start_on(listen, config).await.with_context(|| format!("listening on {listen}"))?;
-        println!("scripted model server (canned answers, not a real model) at {}", server.base_url());
+        output::print(format!("scripted model server (canned answers, not a real model) at {}\n", server.base_url()))?;
         stop.await;
         server.shutdown().await;
         anyhow::Ok(())

@@ -315,7 +315,7 @@ pub fn pod_job(input: &TrialInput, settings: &TrialSettings) -> Result<PodJob, J
     if !spec.storage.results.starts_with("s3://") && !settings.allow_local_results {
         return Err(JobError::NotS3 { results: spec.storage.results.clone() });
     }
-    let timeout = lightsout_core::duration::parse(&spec.agent.timeout).map_err(JobError::BadTimeout)?;
+    let timeout = lightsout_core::duration::parse_timeout(&spec.agent.timeout).map_err(JobError::BadTimeout)?;
     let agentic = is_agentic(&input.variant.harness);
     Ok(PodJob {
         run,

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-/// Parses `[Nh][Nm][Ns]`; at least one part, and a total above zero.
+use crate::api::AGENT_TIMEOUT_MAX;
+
+/// Parses `[Nh][Nm][Ns]`; at least one part, and a total above zero. Numbers too large for the
+/// arithmetic are refused, never wrapped or saturated.
 pub fn parse(text: &str) -> Result<Duration, String> {
     let mut total = 0u64;
     let mut digits = String::new();
@@ -22,8 +25,12 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         if seen_units.contains(c) || (c == 'h' && !seen_units.is_empty()) || (c == 'm' && seen_units.contains('s')) {
             return Err(format!("{text:?}: units must appear once each, in the order h, m, s"));
         }
-        let n: u64 = digits.parse().map_err(|_| format!("{text:?}: a number must come before {c:?}"))?;
-        total = total.saturating_add(n.saturating_mul(unit));
+        if digits.is_empty() {
+            return Err(format!("{text:?}: a number must come before {c:?}"));
+        }
+        let too_long = || format!("{text:?}: too long to be a duration");
+        let n: u64 = digits.parse().map_err(|_| too_long())?;
+        total = n.checked_mul(unit).and_then(|seconds| total.checked_add(seconds)).ok_or_else(too_long)?;
         digits.clear();
         seen_units.push(c);
     }
@@ -34,6 +41,17 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?}: must be longer than zero"));
     }
     Ok(Duration::from_secs(total))
+}
+
+/// Parses an agent timeout: [`parse`], and at most [`AGENT_TIMEOUT_MAX`] (the bound the CRD's
+/// rule holds it to), so that adding it to a clock can never overflow.
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let duration = parse(text)?;
+    let max = parse(AGENT_TIMEOUT_MAX).expect("AGENT_TIMEOUT_MAX is a duration");
+    if duration > max {
+        return Err(format!("{text:?}: longer than the maximum, {AGENT_TIMEOUT_MAX}"));
+    }
+    Ok(duration)
 }
 
 #[cfg(test)]
@@ -53,5 +71,24 @@ mod tests {
         for bad in ["", "30", "m", "0s", "1m1h", "5x", "1h1h"] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn numbers_past_the_arithmetic_are_refused_not_wrapped() {
+        for huge in ["18446744073709551616s", "5124095576030432h", "307445734561825861m", "99999999999999999999999h"] {
+            let error = parse(huge).expect_err(huge);
+            assert!(error.contains("too long to be a duration"), "{huge}: {error}");
+        }
+        // The largest total that fits parses; bounding it is parse_timeout's job.
+        assert_eq!(parse("18446744073709551615s").unwrap(), Duration::from_secs(u64::MAX));
+    }
+
+    #[test]
+    fn timeouts_are_bounded_by_the_crd_maximum() {
+        assert_eq!(parse_timeout(AGENT_TIMEOUT_MAX).unwrap(), Duration::from_secs(24 * 3600));
+        let error = parse_timeout("24h1s").unwrap_err();
+        assert!(error.contains("longer than the maximum, 24h"), "{error}");
+        let error = parse_timeout("18446744073709551615s").unwrap_err();
+        assert!(error.contains("longer than the maximum"), "{error}");
     }
 }

@@ -11,6 +11,7 @@ pub mod findings;
 pub mod hash;
 pub mod judge;
 pub mod model;
+pub mod names;
 pub mod plan;
 pub mod pod_job;
 pub mod pricing;

@@ -51,31 +51,51 @@ impl LocalStore {
     fn path(&self, key: &str) -> PathBuf {
         self.root.join(key)
     }
+
+    /// The path of `key`, which must stay under the root: relative, with no `.` or `..` part and
+    /// no NUL (keys are built from checked names; this is the last line of defence).
+    fn checked_path(&self, key: &str) -> io::Result<PathBuf> {
+        let escapes =
+            key.starts_with('/') || key.split('/').any(|part| matches!(part, "." | "..")) || key.contains('\0');
+        if escapes {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("result key {key:?} leaves the results root"),
+            ));
+        }
+        Ok(self.path(key))
+    }
+}
+
+/// `error` with the path it is about, keeping its kind (callers decide on retries by kind).
+fn with_path(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |error| io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 
 impl ResultStore for LocalStore {
     async fn put(&self, key: &str, bytes: &[u8]) -> io::Result<()> {
-        let path = self.path(key);
+        let path = self.checked_path(key)?;
         if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await?;
+            tokio::fs::create_dir_all(parent).await.map_err(with_path(parent))?;
         }
         // Rename is atomic within a directory, so an interrupted write leaves no half file.
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        tokio::fs::write(&tmp, bytes).await?;
-        tokio::fs::rename(&tmp, &path).await
+        tokio::fs::write(&tmp, bytes).await.map_err(with_path(&tmp))?;
+        tokio::fs::rename(&tmp, &path).await.map_err(with_path(&path))
     }
 
     async fn get(&self, key: &str) -> io::Result<Option<Vec<u8>>> {
-        match tokio::fs::read(self.path(key)).await {
+        let path = self.checked_path(key)?;
+        match tokio::fs::read(&path).await {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => Err(with_path(&path)(e)),
         }
     }
 
     async fn list(&self, prefix: &str) -> io::Result<Vec<String>> {
         let root = self.root.clone();
-        let start = self.path(prefix);
+        let start = if prefix.is_empty() { self.root.clone() } else { self.checked_path(prefix)? };
         tokio::task::spawn_blocking(move || {
             let mut keys = Vec::new();
             let mut stack = vec![start];
@@ -83,12 +103,12 @@ impl ResultStore for LocalStore {
                 let entries = match std::fs::read_dir(&dir) {
                     Ok(entries) => entries,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(with_path(&dir)(e)),
                 };
                 for entry in entries {
-                    let entry = entry?;
+                    let entry = entry.map_err(with_path(&dir))?;
                     let path = entry.path();
-                    if entry.file_type()?.is_dir() {
+                    if entry.file_type().map_err(with_path(&path))?.is_dir() {
                         stack.push(path);
                     } else if let Ok(relative) = path.strip_prefix(&root) {
                         let key = relative.to_string_lossy().replace('\\', "/");
@@ -155,5 +175,31 @@ mod tests {
             vec!["runs/a/summary.json", "runs/a/x/t/attempt-1/result.json"]
         );
         assert!(store.list("runs/missing").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn keys_that_leave_the_root_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path().join("results"));
+        for key in ["runs/../../../../tmp/x/run.json", "/etc/passwd", "runs/./a", "../x"] {
+            let error = store.put(key, b"x").await.expect_err(key);
+            assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{key}");
+            assert!(error.to_string().contains("leaves the results root"), "{error}");
+            assert!(store.get(key).await.is_err(), "{key}");
+        }
+        assert!(!dir.path().join("results").exists());
+    }
+
+    #[tokio::test]
+    async fn os_errors_name_their_path_and_keep_their_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "not a directory").unwrap();
+        let store = LocalStore::new(&file);
+        let error = store.put("runs/a/run.json", b"x").await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::NotADirectory, "{error}");
+        assert!(error.to_string().starts_with(&format!("{}/runs/a: ", file.display())), "{error}");
+        let error = store.get("runs/a/run.json").await.unwrap_err();
+        assert!(error.to_string().contains(&format!("{}/runs/a/run.json: ", file.display())), "{error}");
     }
 }

@@ -85,10 +85,14 @@ fn renamed_fields(value: &mut serde_json::Value) -> Vec<FieldError> {
 /// Parses and validates a run file's text. `origin` names the file in messages.
 pub fn parse_run(text: &str, origin: &str) -> Result<EvaluationRun, SpecErrors> {
     let fail = |errors: Vec<FieldError>| SpecErrors { origin: origin.to_string(), errors };
-    let mut value: serde_json::Value = serde_yaml::from_str(text).map_err(|e| {
+    let not_yaml = |e: serde_yaml::Error| {
         let location = e.location().map(|l| format!("line {}, column {}", l.line(), l.column())).unwrap_or_default();
         fail(vec![FieldError { field: location, message: format!("not valid YAML: {e}") }])
-    })?;
+    };
+    // serde_yaml's own mapping type refuses a key given twice (YAML and JSON allow it, last one
+    // wins, and the API server's reader takes one silently); serde_json's would keep the last.
+    serde_yaml::from_str::<serde_yaml::Value>(text).map_err(not_yaml)?;
+    let mut value: serde_json::Value = serde_yaml::from_str(text).map_err(not_yaml)?;
     check_kind(&value).map_err(|e| fail(vec![e]))?;
     let renamed = renamed_fields(&mut value);
 
@@ -156,16 +160,43 @@ pub fn check_rules(run: &EvaluationRun) -> Vec<FieldError> {
         errors
             .extend(cel_errors.into_vec().into_iter().map(|e| FieldError { field: e.field_path, message: e.message }));
     }
-    if run.metadata.name.as_deref().unwrap_or_default().is_empty() {
-        errors.push(FieldError { field: "metadata.name".into(), message: "a run needs a name".into() });
+    if let Err(message) = crate::names::dns1123_subdomain(run.metadata.name.as_deref().unwrap_or_default()) {
+        errors.push(FieldError { field: "metadata.name".into(), message });
     }
-    if crate::duration::parse(&run.spec.agent.timeout).is_err()
-        && errors.iter().all(|e| e.field != "spec.agent.timeout")
-    {
-        errors.push(FieldError {
-            field: "spec.agent.timeout".into(),
-            message: "must be a positive duration such as 90s, 30m or 1h30m".into(),
-        });
+    if let Err(why) = crate::duration::parse_timeout(&run.spec.agent.timeout) {
+        if errors.iter().all(|e| e.field != "spec.agent.timeout") {
+            errors.push(FieldError {
+                field: "spec.agent.timeout".into(),
+                message: format!(
+                    "must be a positive duration of at most {} such as 90s, 30m or 1h30m: {why}",
+                    crate::api::AGENT_TIMEOUT_MAX
+                ),
+            });
+        }
+    }
+    errors.extend(shared_variant_names(&run.spec));
+    errors
+}
+
+/// Variants are told apart by their display name in every report and table: two that share one
+/// (the same model name from two providers) are refused.
+fn shared_variant_names(spec: &EvaluationRunSpec) -> Vec<FieldError> {
+    let mut first_with_name: std::collections::HashMap<String, crate::plan::Variant> = Default::default();
+    let mut errors = Vec::new();
+    for variant in crate::plan::variants(spec) {
+        match first_with_name.get(&variant.name) {
+            Some(first) => errors.push(FieldError {
+                field: "spec.matrix.models".into(),
+                message: format!(
+                    "two variants would both be named {:?} (model {} from providers {} and {}); a variant's name \
+                     must identify it in reports: evaluate each provider's model in its own run",
+                    variant.name, variant.model.name, first.model.provider, variant.model.provider
+                ),
+            }),
+            None => {
+                first_with_name.insert(variant.name.clone(), variant);
+            }
+        }
     }
     errors
 }
@@ -379,5 +410,63 @@ spec:
         assert_eq!(spec_hash(&a.spec), spec_hash(&b.spec));
         let c = parse_run(&VALID.replace("file://results", "file://other"), "c").unwrap();
         assert_ne!(spec_hash(&a.spec), spec_hash(&c.spec));
+    }
+
+    #[test]
+    fn timeouts_are_bounded_by_the_crd_rule_and_by_validate_alike() {
+        let with_timeout =
+            |timeout: &str| VALID.replace("    harness:", &format!("    timeout: {timeout}\n    harness:"));
+        parse_run(&with_timeout("24h"), "run.yaml").unwrap();
+        for bad in ["25h", "24h1s", "18446744073709551615s", "0s", "ten minutes", "1m1h"] {
+            let errors = errors_of(&with_timeout(bad));
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert_eq!(errors[0].field, "spec.agent.timeout", "{bad}");
+            assert!(errors[0].message.contains("at most 24h"), "{bad}: {}", errors[0].message);
+        }
+        // Past the CRD's six digits a part, the CEL rule alone may not say why; validate's own
+        // check does, and nothing overflows on the way.
+        let errors = errors_of(&with_timeout("1000000h"));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+    }
+
+    #[test]
+    fn run_names_must_be_dns_1123_subdomains() {
+        for bad in ["../../../../tmp/x", "Demo", "a_b", "\"\""] {
+            let errors = errors_of(&VALID.replace("{name: demo}", &format!("{{name: {bad}}}")));
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert_eq!(errors[0].field, "metadata.name", "{bad}");
+        }
+        parse_run(&VALID.replace("{name: demo}", "{name: nightly-2026.12.02}"), "run.yaml").unwrap();
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused() {
+        let errors = errors_of(&VALID.replace("  storage:", "  parallelism: 2\n  parallelism: 64\n  storage:"));
+        assert!(errors[0].message.contains("duplicate entry with key \"parallelism\""), "{errors:?}");
+        let json = r#"{"apiVersion": "lightsout.dev/v1alpha1", "apiVersion": "x", "kind": "EvaluationRun"}"#;
+        assert!(errors_of(json)[0].message.contains("duplicate entry with key \"apiVersion\""));
+    }
+
+    #[test]
+    fn variants_that_would_share_a_display_name_are_refused() {
+        let text = VALID
+            .replace(
+                "models: [{name: gpt-5-mini, provider: openai}]",
+                "models: [{name: m, provider: openai}, {name: m, provider: other}]",
+            )
+            .replace(
+                "    openai: {baseUrl",
+                "    other: {baseUrl: \"https://x\", apiKind: openai-chat}\n    openai: {baseUrl",
+            );
+        let errors = errors_of(&text);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].field, "spec.matrix.models");
+        assert!(errors[0].message.contains("providers openai and other"), "{}", errors[0].message);
+        // The same model listed twice is one variant, not a clash.
+        let text = VALID.replace(
+            "models: [{name: gpt-5-mini, provider: openai}]",
+            "models: [{name: gpt-5-mini, provider: openai}, {name: gpt-5-mini, provider: openai}]",
+        );
+        parse_run(&text, "run.yaml").unwrap();
     }
 }

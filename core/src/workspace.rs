@@ -67,8 +67,14 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
     for entry in std::fs::read_dir(from).map_err(io(from))? {
         let entry = entry.map_err(io(from))?;
         let target = to.join(entry.file_name());
-        if entry.file_type().map_err(io(&entry.path()))?.is_dir() {
+        let file_type = entry.file_type().map_err(io(&entry.path()))?;
+        if file_type.is_dir() {
             copy_tree(&entry.path(), &target)?;
+        } else if file_type.is_symlink() {
+            // A link is copied as a link (as git would check it out), never as what it points
+            // to: a base tree cannot carry files from outside itself into the agent's workspace.
+            let link = std::fs::read_link(entry.path()).map_err(io(&entry.path()))?;
+            std::os::unix::fs::symlink(&link, &target).map_err(io(&target))?;
         } else {
             std::fs::copy(entry.path(), &target).map_err(io(&target))?;
         }
@@ -138,7 +144,8 @@ pub fn prepare(task: &crate::dataset::Task, base_tree: &Path, dir: &Path) -> Res
 }
 
 /// Where a local dataset keeps a task's repository base tree: `repos/<name>` beside the dataset
-/// file, `<name>` being the last part of the task's `repo`.
+/// file, `<name>` being the last part of the task's `repo` (which dataset loading has checked
+/// is a safe path component: `repo: "../.."` never gets this far).
 pub fn local_base_tree(dataset_file: &Path, repo: &str) -> std::path::PathBuf {
     let name = repo.rsplit('/').next().unwrap_or(repo);
     let dir = dataset_file.parent().unwrap_or(Path::new("."));
@@ -148,4 +155,26 @@ pub fn local_base_tree(dataset_file: &Path, repo: &str) -> std::path::PathBuf {
         return candidate;
     }
     dir.parent().map(|p| p.join("repos").join(name)).filter(|p| p.exists()).unwrap_or(candidate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_symlink_in_a_base_tree_is_copied_as_a_link_not_as_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("ground-truth.jsonl");
+        std::fs::write(&secret, "the answers").unwrap();
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(tree.join("src")).unwrap();
+        std::fs::write(tree.join("src/a.py"), "x = 1\n").unwrap();
+        std::os::unix::fs::symlink(&secret, tree.join("src/answers")).unwrap();
+        let copy = dir.path().join("copy");
+        copy_tree(&tree, &copy).unwrap();
+        assert_eq!(std::fs::read_to_string(copy.join("src/a.py")).unwrap(), "x = 1\n");
+        let copied = copy.join("src/answers");
+        assert!(std::fs::symlink_metadata(&copied).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_link(&copied).unwrap(), secret);
+    }
 }

@@ -237,8 +237,8 @@ impl<S: ResultStore> Uploader<S> {
         Ok(report)
     }
 
-    /// Puts `key`, trying again after any failure but a permission or input error until the
-    /// deadline (counted from `started`). The error comes with the tries made.
+    /// Puts `key`, trying again after any failure but a permanent one ([`is_permanent`]) until
+    /// the deadline (counted from `started`). The error comes with the tries made.
     async fn put_until_deadline(&self, key: &str, bytes: &[u8], started: Instant) -> Result<(), (io::Error, u32)> {
         let deadline = started + self.deadline;
         let mut tries = 0;
@@ -254,7 +254,7 @@ impl<S: ResultStore> Uploader<S> {
                     Err(_) => io::Error::new(io::ErrorKind::TimedOut, "the upload deadline passed during a try"),
                 }
             };
-            if matches!(error.kind(), io::ErrorKind::PermissionDenied | io::ErrorKind::InvalidInput) {
+            if is_permanent(error.kind()) {
                 return Err((error, tries));
             }
             let wait = self.backoff.backoff(tries.max(1));
@@ -265,6 +265,23 @@ impl<S: ResultStore> Uploader<S> {
             tokio::time::sleep(wait).await;
         }
     }
+}
+
+/// Errors that trying again cannot cure, so the upload fails at once instead of waiting out its
+/// deadline: refusals, bad keys, and a destination that is full, read-only or not a directory.
+fn is_permanent(kind: io::ErrorKind) -> bool {
+    use io::ErrorKind::*;
+    matches!(
+        kind,
+        PermissionDenied
+            | InvalidInput
+            | StorageFull
+            | QuotaExceeded
+            | FileTooLarge
+            | ReadOnlyFilesystem
+            | NotADirectory
+            | IsADirectory
+    )
 }
 
 /// The spool file name of `key`.
@@ -389,5 +406,53 @@ mod tests {
         assert!(!spool_dir.exists());
         assert_eq!(std::fs::read_to_string(root.path().join("runs/r/v/t/attempt-1/review.md")).unwrap(), "# review");
         assert!(uploader.resume_spool(&spool_dir).await.unwrap().uploaded.is_empty());
+    }
+
+    /// A store whose every put fails with one error kind, counting the tries.
+    #[derive(Clone)]
+    struct Failing(io::ErrorKind, std::sync::Arc<AtomicU64>);
+
+    impl ResultStore for Failing {
+        async fn put(&self, key: &str, _bytes: &[u8]) -> io::Result<()> {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            Err(io::Error::new(self.0, format!("/results/{key}: failing store")))
+        }
+        async fn get(&self, _key: &str) -> io::Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        async fn list(&self, _prefix: &str) -> io::Result<Vec<String>> {
+            Ok(Vec::new())
+        }
+        fn uri(&self, key: &str) -> String {
+            format!("file:///results/{key}")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_or_read_only_destination_fails_at_the_first_try() {
+        for kind in [io::ErrorKind::StorageFull, io::ErrorKind::ReadOnlyFilesystem, io::ErrorKind::NotADirectory] {
+            let spool = tempfile::tempdir().unwrap();
+            let tries = std::sync::Arc::new(AtomicU64::new(0));
+            // A deadline no test could wait out: only failing at once passes.
+            let uploader = Uploader::new(Failing(kind, tries.clone()), spool.path().join("attempt"))
+                .with_deadline(Duration::from_secs(3600));
+            let error = uploader.upload(vec![Artifact::new("runs/r/result.json", "{}")]).await.unwrap_err();
+            assert_eq!(tries.load(Ordering::SeqCst), 1, "{kind:?}: {error}");
+            assert!(error.to_string().contains("/results/runs/r/result.json: failing store"), "{error}");
+            assert_eq!(io::Error::from(error).kind(), kind);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_results_root_that_is_a_file_fails_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("results");
+        std::fs::write(&file, "a file").unwrap();
+        let uploader =
+            Uploader::new(LocalStore::new(&file), dir.path().join("spool")).with_deadline(Duration::from_secs(3600));
+        let error = uploader.upload(vec![Artifact::new("runs/r/result.json", "{}")]).await.unwrap_err();
+        let UploadError::Upload { tries, ref source, .. } = error else { panic!("{error}") };
+        assert_eq!((tries, source.kind()), (1, io::ErrorKind::NotADirectory), "{error}");
+        assert!(error.to_string().contains(&format!("{}/runs/r: ", file.display())), "{error}");
     }
 }

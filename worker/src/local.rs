@@ -114,10 +114,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
         on_event(Event::Notice(format!("skipped malformed dataset line {line}")));
     }
     let skipped_lines = loaded.skipped;
-    let tasks = dataset::select_tasks(loaded.tasks, &spec.dataset.filter, spec.dataset.sample.as_ref());
-    if tasks.is_empty() {
-        bail!("dataset {}: no task matches spec.dataset.filter", spec.dataset.source);
-    }
+    let tasks = dataset::select_for_run(loaded.tasks, &spec.dataset)?;
     let variants = plan::variants(spec);
     for variant in &variants {
         crate::harness::check(&variant.harness)
@@ -129,8 +126,8 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
         .map(|(id, secret)| S3Credentials::new(id, secret));
     let store = Results::open(&results_uri, spec.storage.s3.as_ref(), credentials)
         .with_context(|| format!("spec.storage.results: {results_uri}"))?;
-    let timeout =
-        lightsout_core::duration::parse(&spec.agent.timeout).map_err(|e| anyhow::anyhow!("spec.agent.timeout: {e}"))?;
+    let timeout = lightsout_core::duration::parse_timeout(&spec.agent.timeout)
+        .map_err(|e| anyhow::anyhow!("spec.agent.timeout: {e}"))?;
     let providers = Providers::resolve(run, &config.env).await?;
     for variant in &variants {
         let api = spec.providers[&variant.model.provider].api_kind;

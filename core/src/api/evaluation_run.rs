@@ -18,8 +18,27 @@ use super::schema::{self, *};
 /// build suffix. Ranges (`^1.2`, `~1`, `1.x`, `*`) and tags (`latest`, `next`) do not match.
 pub const PINNED_VERSION_PATTERN: &str = r"^v?[0-9]+(\.[0-9]+){0,3}([-+][0-9A-Za-z][0-9A-Za-z.-]*)?$";
 
+/// The literal of [`AGENT_TIMEOUT_MAX`], for the CRD rule built with `concat!`.
+macro_rules! agent_timeout_max {
+    () => {
+        "24h"
+    };
+}
+
+/// The literal of [`DURATION_PATTERN`], for the CRD rule built with `concat!`. At most six digits
+/// a part keeps every total far from overflowing (and lets CEL's `duration()` read it safely).
+macro_rules! duration_pattern {
+    () => {
+        "^([0-9]{1,6}h)?([0-9]{1,6}m)?([0-9]{1,6}s)?$"
+    };
+}
+
 /// Regex a duration field must match (`90s`, `30m`, `1h30m`).
-pub const DURATION_PATTERN: &str = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$";
+pub const DURATION_PATTERN: &str = duration_pattern!();
+
+/// The longest `agent.timeout`. The CRD's rule and `lightsout validate`
+/// ([`crate::duration::parse_timeout`]) both refuse longer ones.
+pub const AGENT_TIMEOUT_MAX: &str = agent_timeout_max!();
 
 /// What to evaluate, on which tasks, with which models and judges, within which limits.
 // Several `validation = …` entries in one x_kube attribute are how kube-derive lists CEL rules.
@@ -210,7 +229,7 @@ pub struct AgentSpec {
     pub context_config: Option<ContextConfig>,
     /// Wall-clock limit of one trial (`90s`, `30m`, `1h30m`).
     #[serde(default = "default_timeout")]
-    #[x_kube(validation = Rule::new("self != '' && self.matches('^([0-9]+h)?([0-9]+m)?([0-9]+s)?$')").message("agent.timeout must be a duration such as 90s, 30m or 1h30m"))]
+    #[x_kube(validation = Rule::new(concat!("self != '' && self.matches('", duration_pattern!(), "') && duration(self) > duration('0s') && duration(self) <= duration('", agent_timeout_max!(), "')")).message(concat!("agent.timeout must be a duration such as 90s, 30m or 1h30m, longer than zero and at most ", agent_timeout_max!())))]
     #[schemars(length(max = DURATION_MAX))]
     pub timeout: String,
     /// Model turns the harness may take.

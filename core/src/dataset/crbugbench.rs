@@ -33,6 +33,7 @@ pub(super) fn convert(record: Record) -> Result<LoadedTask, String> {
     if record.task_id.trim().is_empty() {
         return Err("task_id is empty".into());
     }
+    super::check_task_names("task_id", &record.task_id, &record.repo)?;
     if record.diff.trim().is_empty() {
         return Err(format!("task {}: diff is empty", record.task_id));
     }

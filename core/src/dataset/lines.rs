@@ -1,5 +1,5 @@
-//! Reading JSONL: one record a line, a malformed line reported with its file and line number
-//! and skipped, duplicates refused.
+//! Reading JSONL: one record a line, a malformed line (bad JSON, a bad field, invalid UTF-8)
+//! reported with its file and line number and skipped, duplicates refused.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -33,13 +33,22 @@ pub(super) fn read_records<R: DeserializeOwned>(
     let file = path.display().to_string();
     let mut dataset = Dataset::default();
     let mut seen = HashSet::new();
-    for (index, line) in reader.lines().enumerate() {
+    // Split on bytes, not with `lines()`: one line of invalid UTF-8 is that line's problem, not
+    // the whole file's.
+    for (index, line) in reader.split(b'\n').enumerate() {
         let line = line?;
+        let error = |message: String| LineError { file: file.clone(), line: index + 1, message };
+        let line = match std::str::from_utf8(&line) {
+            Ok(line) => line,
+            Err(e) => {
+                dataset.skipped.push(error(format!("not valid UTF-8 (byte {} of the line)", e.valid_up_to() + 1)));
+                continue;
+            }
+        };
         if line.trim().is_empty() {
             continue;
         }
-        let error = |message: String| LineError { file: file.clone(), line: index + 1, message };
-        let mut json = serde_json::Deserializer::from_str(&line);
+        let mut json = serde_json::Deserializer::from_str(line);
         let record: R = match serde_path_to_error::deserialize(&mut json) {
             Ok(record) => record,
             Err(e) => {

@@ -11,8 +11,10 @@ mod select;
 mod swe_prbench;
 mod task;
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
+pub use crate::names::safe_path_component;
 pub use lines::LineError;
 pub use select::select_tasks;
 pub use task::*;
@@ -37,6 +39,8 @@ pub enum DatasetError {
     UnsupportedSource(String),
     #[error("dataset source {0}: must start with file:// or s3://")]
     BadSource(String),
+    #[error("spec.dataset.filter: no task of {0} matches")]
+    NothingSelected(String),
 }
 
 /// The first malformed lines, for an error message that must say what was wrong.
@@ -70,8 +74,28 @@ pub fn load(spec: &DatasetSpec) -> Result<Dataset, DatasetError> {
 pub fn load_file(format: DatasetFormat, path: &Path) -> Result<Dataset, DatasetError> {
     let unreadable = |source| DatasetError::Unreadable { path: path.display().to_string(), source };
     let file = std::fs::File::open(path).map_err(unreadable)?;
-    let reader = std::io::BufReader::new(file);
-    let dataset = match format {
+    let dataset = read_lines(format, std::io::BufReader::new(file), path).map_err(unreadable)?;
+    if dataset.tasks.is_empty() {
+        return Err(DatasetError::NoValidTask { path: path.display().to_string(), skipped: dataset.skipped });
+    }
+    Ok(dataset)
+}
+
+/// The tasks a run evaluates ([`select_tasks`] with the spec's filter and sample); none is an
+/// error, the same for `lightsout validate`, `lightsout run` and the controller.
+pub fn select_for_run(tasks: Vec<LoadedTask>, spec: &DatasetSpec) -> Result<Vec<LoadedTask>, DatasetError> {
+    let tasks = select_tasks(tasks, &spec.filter, spec.sample.as_ref());
+    if tasks.is_empty() {
+        return Err(DatasetError::NothingSelected(spec.source.clone()));
+    }
+    Ok(tasks)
+}
+
+/// Reads dataset lines of `format` from `reader`. `path` names the file in messages and, for
+/// SWE-PRBench, is where the annotation and context files beside it are looked for. Only a read
+/// error fails; malformed lines are in [`Dataset::skipped`].
+pub fn read_lines(format: DatasetFormat, reader: impl BufRead, path: &Path) -> std::io::Result<Dataset> {
+    match format {
         DatasetFormat::CrBugBench => lines::read_records(reader, path, crbugbench::convert),
         DatasetFormat::Jsonl => lines::read_records(reader, path, native::convert),
         DatasetFormat::SwePrBench => {
@@ -79,11 +103,13 @@ pub fn load_file(format: DatasetFormat, path: &Path) -> Result<Dataset, DatasetE
             lines::read_records(reader, path, |record| swe_prbench::convert(record, &dir))
         }
     }
-    .map_err(unreadable)?;
-    if dataset.tasks.is_empty() {
-        return Err(DatasetError::NoValidTask { path: path.display().to_string(), skipped: dataset.skipped });
-    }
-    Ok(dataset)
+}
+
+/// Checks the task id (`id_field` names it as the format does) and repository name a dataset
+/// line gives before either is joined into a path.
+fn check_task_names(id_field: &str, id: &str, repo: &str) -> Result<(), String> {
+    crate::names::safe_path_component(id).map_err(|e| format!("{id_field} {e}"))?;
+    crate::names::safe_repo_name(repo).map_err(|e| format!("task {id}: repo {e}"))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub(super) fn convert(record: Record) -> Result<LoadedTask, String> {
     if record.task.id.trim().is_empty() {
         return Err("id is empty".into());
     }
+    super::check_task_names("id", &record.task.id, &record.task.repo)?;
     if record.ground_truth.items().is_empty() {
         return Err(format!("task {}: ground_truth has no item", record.task.id));
     }

@@ -85,6 +85,7 @@ pub(super) fn convert(record: Record, dir: &Path) -> Result<LoadedTask, String> 
     if id.trim().is_empty() {
         return Err("task_id is empty".into());
     }
+    super::check_task_names("task_id", &id, &record.repo)?;
     if record.diff_patch.trim().is_empty() {
         return Err(format!("task {id}: diff_patch is empty"));
     }
