@@ -20,6 +20,7 @@ use lightsout_core::swe_prbench::{AgentOutput, AgentOutputStatus};
 use lightsout_core::trial::{Outcome, TrajectorySummary, TrialResult, RESULT_SCHEMA};
 use lightsout_s3::{Artifact, Uploader};
 
+use crate::agent_files::{self, AgentFiles, Refusal};
 use crate::agent_process::{self, AgentExit, AgentUser, Limits};
 use crate::harness::{AgentContext, Installed, SessionLog, SingleShot, SINGLE_SHOT_VERSION};
 use crate::proxy::{MeteringProxy, ProxyConfig};
@@ -57,6 +58,8 @@ pub struct AgentSetup {
     /// Local mode's network and filesystem sandbox; `None` runs the agent without one.
     pub sandbox: Option<SandboxLauncher>,
     pub max_turns: Option<u32>,
+    /// The most bytes of one file the agent leaves that is read (see `agent_files`).
+    pub max_file_bytes: u64,
     /// Between SIGTERM and SIGKILL at the time limit.
     pub grace: Duration,
 }
@@ -390,10 +393,19 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
         Ok(packed) => artifacts.push((EXCHANGES_ARTIFACT.into(), packed)),
         Err(e) => return infra(format!("compressing the exchange log: {e}")),
     }
+    // Everything the agent left is read through `agent_files`, as the agent's user; what is
+    // refused fails the trial (below), and is never stored.
+    let files = match AgentFiles::open(scratch, user, setup.max_file_bytes) {
+        Ok(files) => files,
+        Err(e) => return infra(format!("opening the trial's directory: {e}")),
+    };
+    let mut refused: Vec<Refusal> = Vec::new();
     let mut trajectory = lightsout_core::trajectory::build(&exchanges);
     let session_log = setup.installed.session_log(&context);
     if let Some(log) = &session_log {
-        merge_session_log(log, scratch, &mut trajectory, &mut artifacts);
+        if let Err(refusal) = merge_session_log(log, &files, &mut trajectory, &mut artifacts) {
+            refused.push(refusal);
+        }
     }
     for warning in &trajectory.warnings {
         tracing::warn!(trial = %job.trial_id, "trajectory: {warning}");
@@ -403,24 +415,47 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
         Ok(packed) => artifacts.push((TRAJECTORY_ARTIFACT.into(), packed)),
         Err(e) => return infra(format!("compressing the trajectory: {e}")),
     }
+    // The worker made these files, but the agent decides how big they get.
     for (name, path) in [("agent.stdout", run_dir.join("agent.stdout")), ("agent.stderr", run_dir.join("agent.stderr"))]
     {
-        if let Ok(bytes) = std::fs::read(&path) {
+        if let Ok(bytes) = agent_files::read_own_log(&path, setup.max_file_bytes) {
             artifacts.push((name.into(), bytes));
         }
     }
     if let Ok(entries) = std::fs::read_dir(&logs) {
         for entry in entries.flatten() {
-            // The session log is stored once, compressed, as its own artifact.
-            if session_log.as_ref().is_some_and(|log| log.files.contains(&entry.path())) {
+            // The session log is stored once, compressed, as its own artifact; a harness may
+            // keep directories of its own here, which are not taken.
+            if session_log.as_ref().is_some_and(|log| log.files.contains(&entry.path()))
+                || entry.file_type().is_ok_and(|kind| kind.is_dir())
+            {
                 continue;
             }
-            if let Ok(bytes) = read_agent_file(&entry.path(), MAX_AGENT_FILE_BYTES) {
-                artifacts.push((format!("harness-{}", entry.file_name().to_string_lossy()), bytes));
+            match files.read(&entry.path()) {
+                Ok(bytes) => artifacts.push((format!("harness-{}", entry.file_name().to_string_lossy()), bytes)),
+                Err(refusal) => refused.push(refusal),
             }
         }
     }
-    let review = std::fs::read_to_string(workspace.repo.join("review.md")).ok().filter(|r| !r.trim().is_empty());
+    let review = match files.read_if_present(&workspace.repo.join("review.md")) {
+        Ok(review) => review.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).filter(|r| !r.trim().is_empty()),
+        Err(refusal) => {
+            refused.push(refusal);
+            None
+        }
+    };
+    // A failure of the worker's own is infrastructure; anything else refused is the agent's.
+    let refusal = match refused.iter().find(|r| !r.is_agents_doing()) {
+        Some(worker) => Some((Outcome::InfraFailed, format!("reading what the agent left: {worker}"))),
+        None if !refused.is_empty() => Some((
+            Outcome::AgentFailed,
+            format!(
+                "refused what the agent left: {}",
+                refused.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+            ),
+        )),
+        None => None,
+    };
     let usage = totals.usage;
     let calls = totals.calls;
     let scripted = totals.scripted_answers > 0;
@@ -433,37 +468,38 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
             calls,
             scripted,
         },
-        Ok(ran) => match (&ran.exit, review) {
-            (_, _) if totals.refused > 0 => AgentRun::Failed {
+        Ok(ran) => match (&ran.exit, review, refusal) {
+            (_, _, _) if totals.refused > 0 => AgentRun::Failed {
                 outcome: Outcome::BudgetExceeded,
                 error: format!("the trial's budget was spent after {calls} calls ({} tokens)", usage.total_tokens()),
                 usage,
                 calls,
                 scripted,
             },
-            (AgentExit::TimedOut { .. }, _) => AgentRun::Failed {
+            (AgentExit::TimedOut { .. }, _, _) => AgentRun::Failed {
                 outcome: Outcome::TimedOut,
                 error: format!("the harness did not finish within {}s", job.timeout.as_secs()),
                 usage,
                 calls,
                 scripted,
             },
-            (_, Some(text)) => AgentRun::Reviewed { text, usage, calls, scripted },
-            (AgentExit::Exited(status), None) if status.code() == Some(125) => AgentRun::Failed {
+            (_, _, Some((outcome, error))) => AgentRun::Failed { outcome, error, usage, calls, scripted },
+            (_, Some(text), None) => AgentRun::Reviewed { text, usage, calls, scripted },
+            (AgentExit::Exited(status), None, None) if status.code() == Some(125) => AgentRun::Failed {
                 outcome: Outcome::InfraFailed,
                 error: format!("the sandbox could not start the agent: {}", tail(&run_dir.join("agent.stderr"))),
                 usage,
                 calls,
                 scripted,
             },
-            (AgentExit::Exited(_), None) if provider_failed => AgentRun::Failed {
+            (AgentExit::Exited(_), None, None) if provider_failed => AgentRun::Failed {
                 outcome: Outcome::InfraFailed,
                 error: "every model call failed on the provider's side".into(),
                 usage,
                 calls,
                 scripted,
             },
-            (AgentExit::Exited(status), None) => AgentRun::Failed {
+            (AgentExit::Exited(status), None, None) => AgentRun::Failed {
                 outcome: Outcome::AgentFailed,
                 error: format!(
                     "the harness exited ({status}) without writing review.md: {}",
@@ -479,72 +515,54 @@ async fn run_agentic(job: &TrialJob, setup: &AgentSetup, pricing: &PricingTable)
     (run, artifacts, version, Some(trajectory_summary))
 }
 
-/// The most of one file the agent left that is read (a session log, a harness log).
-const MAX_AGENT_FILE_BYTES: u64 = 256 << 20;
 /// The most warnings a result's trajectory summary keeps, and the most characters of each.
 const MAX_SUMMARY_WARNINGS: usize = 20;
 const MAX_WARNING_CHARS: usize = 400;
 
-/// Reads a file the agent left (in its home or log directory), as untrusted: a symbolic link is
-/// not followed, only a regular file is read (a FIFO would block), and at most `limit` bytes.
-fn read_agent_file(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    if meta.len() > limit {
-        return Err(std::io::Error::other(format!("{} bytes, over the limit of {limit}", meta.len())));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(limit).read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
-/// Reads the harness's session log, stores it (compressed) as an artifact, and merges its tool
-/// executions into the trajectory. A missing or unreadable log is not an error: it is noted in
-/// the trajectory's warnings, and the trajectory stays the proxy's alone.
+/// Reads the harness's session log (through `files`), stores it (compressed) as an artifact, and
+/// merges its tool executions into the trajectory. A missing log is not an error: it is noted in
+/// the trajectory's warnings, and the trajectory stays the proxy's alone. A log file refused
+/// (a link, a FIFO, over the size cap…) is, and nothing of the log is kept.
 fn merge_session_log(
     log: &SessionLog,
-    scratch: &std::path::Path,
+    files: &AgentFiles,
     trajectory: &mut lightsout_core::trajectory::Trajectory,
     artifacts: &mut Vec<(String, Vec<u8>)>,
-) {
+) -> Result<(), Refusal> {
     let format = log.format.as_str();
-    let shown = |path: &std::path::Path| path.strip_prefix(scratch).unwrap_or(path).display().to_string();
+    let shown = |path: &std::path::Path| path.strip_prefix(files.root()).unwrap_or(path).display().to_string();
     if log.files.is_empty() {
         trajectory
             .warnings
             .push(format!("no {format} log at {}: the trajectory is the proxy's alone", shown(&log.location)));
-        return;
+        return Ok(());
     }
-    let mut files = Vec::new();
+    let mut read = Vec::new();
     let mut raw = Vec::new();
     for path in &log.files {
-        match read_agent_file(path, MAX_AGENT_FILE_BYTES.saturating_sub(raw.len() as u64)) {
-            Ok(bytes) => {
+        match files.read_if_present(path)? {
+            Some(bytes) => {
                 raw.extend_from_slice(&bytes);
                 if !raw.is_empty() && !raw.ends_with(b"\n") {
                     raw.push(b'\n');
                 }
-                files.push((shown(path), String::from_utf8_lossy(&bytes).into_owned()));
+                read.push((shown(path), String::from_utf8_lossy(&bytes).into_owned()));
             }
-            Err(e) => trajectory.warnings.push(format!("{format} log {} not read: {e}", shown(path))),
+            None => trajectory.warnings.push(format!("{format} log {} was gone when read", shown(path))),
         }
     }
-    if files.is_empty() {
+    if read.is_empty() {
         trajectory.warnings.push(format!("no {format} log could be read: the trajectory is the proxy's alone"));
-        return;
+        return Ok(());
     }
     match compress(&raw) {
         Ok(packed) => artifacts.push((log.format.artifact().to_string(), packed)),
         Err(e) => trajectory.warnings.push(format!("{format} log not stored: compressing it failed: {e}")),
     }
-    let parsed = lightsout_core::trajectory::parse_session(log.format, &files);
+    let parsed = lightsout_core::trajectory::parse_session(log.format, &read);
     trajectory.warnings.extend(parsed.warnings);
     lightsout_core::trajectory::merge_session(trajectory, &parsed.calls);
+    Ok(())
 }
 
 /// What a result records of the trajectory.
@@ -606,7 +624,8 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let mut trajectory = Trajectory::default();
         let mut artifacts = Vec::new();
-        merge_session_log(&codex_log(scratch.path(), vec![]), scratch.path(), &mut trajectory, &mut artifacts);
+        let files = AgentFiles::open(scratch.path(), None, 1 << 20).unwrap();
+        merge_session_log(&codex_log(scratch.path(), vec![]), &files, &mut trajectory, &mut artifacts).unwrap();
         assert!(artifacts.is_empty());
         assert_eq!(
             trajectory.warnings,
@@ -616,33 +635,44 @@ mod tests {
     }
 
     #[test]
-    fn links_and_fifos_the_agent_left_are_not_read() {
+    fn a_session_log_file_that_is_a_link_or_a_fifo_is_refused_and_nothing_of_the_log_kept() {
         let scratch = tempfile::tempdir().unwrap();
         let secret = scratch.path().join("secret");
         std::fs::write(&secret, "ground truth").unwrap();
-        let link = scratch.path().join("rollout-link.jsonl");
+        let sessions = scratch.path().join("home/.codex/sessions");
+        std::fs::create_dir_all(&sessions).unwrap();
+        let good = sessions.join("rollout-good.jsonl");
+        std::fs::write(&good, "{}\n").unwrap();
+        let link = sessions.join("rollout-link.jsonl");
         std::os::unix::fs::symlink(&secret, &link).unwrap();
-        let fifo = scratch.path().join("rollout-fifo.jsonl");
+        let fifo = sessions.join("rollout-fifo.jsonl");
         let c_fifo = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o644) }, 0);
-        assert!(read_agent_file(&link, 1 << 20).is_err());
-        assert!(read_agent_file(&fifo, 1 << 20).is_err(), "a FIFO neither blocks nor reads");
-        assert!(read_agent_file(&secret, 4).is_err(), "over the limit");
-        assert_eq!(read_agent_file(&secret, 1 << 20).unwrap(), b"ground truth");
-
+        let files = AgentFiles::open(scratch.path(), None, 1 << 20).unwrap();
+        for (bad, why) in [
+            (link, "home/.codex/sessions/rollout-link.jsonl: is a symbolic link"),
+            (fifo, "home/.codex/sessions/rollout-fifo.jsonl: is a FIFO, not a regular file"),
+        ] {
+            let mut trajectory = Trajectory::default();
+            let mut artifacts = Vec::new();
+            let log = codex_log(scratch.path(), vec![good.clone(), bad]);
+            let refusal = merge_session_log(&log, &files, &mut trajectory, &mut artifacts).unwrap_err();
+            assert!(refusal.is_agents_doing() && refusal.to_string().starts_with(why), "{refusal}");
+            assert!(artifacts.is_empty(), "nothing of a refused log is stored");
+        }
+        // A file that vanished before it was read is only a warning.
         let mut trajectory = Trajectory::default();
         let mut artifacts = Vec::new();
-        merge_session_log(
-            &codex_log(scratch.path(), vec![link, fifo]),
-            scratch.path(),
-            &mut trajectory,
-            &mut artifacts,
+        let log = codex_log(scratch.path(), vec![sessions.join("rollout-gone.jsonl")]);
+        merge_session_log(&log, &files, &mut trajectory, &mut artifacts).unwrap();
+        assert_eq!(
+            trajectory.warnings,
+            [
+                "codex rollout log home/.codex/sessions/rollout-gone.jsonl was gone when read",
+                "no codex rollout log could be read: the trajectory is the proxy's alone"
+            ]
         );
-        assert!(artifacts.is_empty());
-        assert_eq!(trajectory.warnings.len(), 3, "{:?}", trajectory.warnings);
-        assert!(trajectory.warnings[0].starts_with("codex rollout log rollout-link.jsonl not read"));
-        assert!(trajectory.warnings[2].starts_with("no codex rollout log could be read"));
     }
 
     #[test]
@@ -655,7 +685,8 @@ mod tests {
         std::fs::write(&rollout, format!("{sample}not json\n")).unwrap();
         let mut trajectory = Trajectory::default();
         let mut artifacts = Vec::new();
-        merge_session_log(&codex_log(scratch.path(), vec![rollout]), scratch.path(), &mut trajectory, &mut artifacts);
+        let files = AgentFiles::open(scratch.path(), None, 1 << 20).unwrap();
+        merge_session_log(&codex_log(scratch.path(), vec![rollout]), &files, &mut trajectory, &mut artifacts).unwrap();
         assert_eq!(artifacts.len(), 1);
         assert_eq!(artifacts[0].0, "harness-session.jsonl.zst");
         let stored = lightsout_core::compress::decompress(&artifacts[0].1).unwrap();
