@@ -78,10 +78,12 @@ pub fn spool_root() -> PathBuf {
     std::env::temp_dir().join("lightsout-spool")
 }
 
-/// Stores an attempt's artifacts through a spool, `result.json` last and only once everything
-/// else is confirmed: its presence means the set is complete. Keys are deterministic, so an
-/// attempt redone after an interruption replaces its artifacts and never duplicates them. If the
-/// store stays down past the deadline, the error ends the attempt as an infrastructure failure.
+/// Stores an attempt's artifacts, `result.json` last and only once everything else is stored:
+/// its presence means the set is complete. A local directory is written in place, each artifact
+/// once and durably (see `LocalStore::put`); a remote store through a spool, so that an outage
+/// costs no result. Keys are deterministic, so an attempt redone after an interruption replaces
+/// its artifacts and never duplicates them. If a remote store stays down past the deadline, the
+/// error ends the attempt as an infrastructure failure.
 async fn publish<S: ResultStore + Clone>(
     store: &S,
     run: &str,
@@ -90,16 +92,30 @@ async fn publish<S: ResultStore + Clone>(
     artifacts: Vec<Artifact>,
     deadline: Duration,
 ) -> std::io::Result<()> {
-    // Keyed by the destination too: two runs of the same spec into different stores (or two
-    // tests) must never share a spool.
-    let destination = lightsout_core::hash::short_hash(store.uri("").as_bytes());
-    let spool = spool_root().join(destination).join(run).join(trial).join(format!("attempt-{attempt}"));
+    let (commits, others): (Vec<Artifact>, Vec<Artifact>) =
+        artifacts.into_iter().partition(|a| a.key.rsplit('/').next() == Some(lightsout_s3::DEFAULT_COMMIT));
+    if !store.needs_spool() {
+        for artifact in others.iter().chain(&commits) {
+            store.put(&artifact.key, &artifact.bytes).await?;
+        }
+        return Ok(());
+    }
+    let spool = spool_dir(store, run, trial, attempt);
     // A spool left by an interrupted process belongs to an attempt that is being redone now.
     let _ = tokio::fs::remove_dir_all(&spool).await;
     let uploader = Uploader::new(store.clone(), &spool)
         .with_deadline(deadline)
         .with_backoff(Duration::from_millis(200), Duration::from_secs(10));
-    uploader.upload(artifacts).await.map(|_| ()).map_err(std::io::Error::from)
+    uploader.upload(others.into_iter().chain(commits).collect()).await.map(|_| ()).map_err(std::io::Error::from)
+}
+
+/// One attempt's spool: a single directory right under the spool root (which the uploader
+/// removes once everything is stored, leaving nothing behind), named by a hash of the
+/// destination too, so that two runs of the same spec into different stores (or two tests) never
+/// share one.
+fn spool_dir<S: ResultStore>(store: &S, run: &str, trial: &str, attempt: u32) -> PathBuf {
+    let attempt = attempt.to_string();
+    spool_root().join(lightsout_core::hash::short_hash_fields(&[&store.uri(""), run, trial, &attempt]))
 }
 
 /// What an attempt produced besides its result record.
@@ -704,6 +720,63 @@ mod tests {
             (trajectory.tool_calls, trajectory.harness_only_tool_calls, trajectory.failed_tool_calls),
             (2, 2, 1)
         );
+    }
+
+    /// A store across a network, in memory: it records the order of its writes.
+    #[derive(Clone, Default)]
+    struct Remote {
+        puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    impl ResultStore for Remote {
+        async fn put(&self, key: &str, _bytes: &[u8]) -> std::io::Result<()> {
+            self.puts.lock().unwrap().push(key.to_string());
+            Ok(())
+        }
+        async fn get(&self, _key: &str) -> std::io::Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        async fn list(&self, _prefix: &str) -> std::io::Result<Vec<String>> {
+            Ok(Vec::new())
+        }
+        fn uri(&self, key: &str) -> String {
+            format!("memory://{key}")
+        }
+    }
+
+    fn attempt_artifacts() -> Vec<Artifact> {
+        let key = |name: &str| RunLayout::new("r").artifact("v", "t", 1, name);
+        vec![
+            Artifact::new(key("result.json"), b"{}".to_vec()),
+            Artifact::new(key("agent.stdout"), b"out".to_vec()),
+            Artifact::new(key("agent.stderr"), b"err".to_vec()),
+        ]
+    }
+
+    #[tokio::test]
+    async fn a_local_store_is_written_in_place_with_no_spool_or_temporary_file_left() {
+        let root = tempfile::tempdir().unwrap();
+        let store = lightsout_core::results::LocalStore::new(root.path());
+        publish(&store, "r", "t", 1, attempt_artifacts(), Duration::from_secs(5)).await.unwrap();
+        let attempt = root.path().join(RunLayout::new("r").attempt_dir("v", "t", 1));
+        let mut names: Vec<String> =
+            std::fs::read_dir(&attempt).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        assert_eq!(names, ["agent.stderr", "agent.stdout", "result.json"]);
+        assert_eq!(std::fs::read(attempt.join("agent.stderr")).unwrap(), b"err");
+        assert!(!spool_dir(&store, "r", "t", 1).exists(), "a local store is not spooled");
+    }
+
+    #[tokio::test]
+    async fn a_remote_store_is_spooled_commit_last_and_the_spool_removed() {
+        let store = Remote::default();
+        let spool = spool_dir(&store, "r", "t", 1);
+        assert_eq!(spool.parent(), Some(spool_root().as_path()), "one directory right under the root");
+        publish(&store, "r", "t", 1, attempt_artifacts(), Duration::from_secs(5)).await.unwrap();
+        let puts = store.puts.lock().unwrap().clone();
+        assert_eq!(puts.len(), 3);
+        assert!(puts[2].ends_with("/result.json"), "{puts:?}");
+        assert!(!spool.exists(), "the attempt's spool is removed once stored");
     }
 
     #[test]
