@@ -606,9 +606,20 @@ fn summarise(trajectory: &lightsout_core::trajectory::Trajectory) -> TrajectoryS
     }
 }
 
+/// The most of a log's end read for [`tail`]: the agent decides how big its logs get.
+const TAIL_BYTES: u64 = 64 << 10;
+
 /// The last lines of a log, for an error message.
 fn tail(path: &std::path::Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    use std::io::{Read, Seek, SeekFrom};
+    let mut bytes = Vec::new();
+    if let Ok(mut file) = std::fs::File::open(path) {
+        let len = file.metadata().map_or(0, |meta| meta.len());
+        if file.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES))).is_ok() {
+            let _ = file.take(TAIL_BYTES).read_to_end(&mut bytes);
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().rev().take(5).collect();
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
 }
@@ -777,6 +788,18 @@ mod tests {
         assert_eq!(puts.len(), 3);
         assert!(puts[2].ends_with("/result.json"), "{puts:?}");
         assert!(!spool.exists(), "the attempt's spool is removed once stored");
+    }
+
+    #[test]
+    fn the_tail_of_a_huge_log_reads_only_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("agent.stderr");
+        let file = std::fs::File::create(&log).unwrap();
+        file.set_len(1 << 30).unwrap();
+        let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        std::io::Write::write_all(&mut file, b"\none\ntwo\nthree\nfour\nfive\nsix\n").unwrap();
+        assert_eq!(tail(&log), "two | three | four | five | six");
+        assert_eq!(tail(&dir.path().join("missing")), "");
     }
 
     #[test]
