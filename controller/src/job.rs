@@ -335,6 +335,7 @@ pub fn pod_job(input: &TrialInput, settings: &TrialSettings) -> Result<PodJob, J
         max_tokens: spec.budget.max_trial_tokens.map(|t| t.max(0) as u64),
         max_usd: spec.budget.max_trial_usd,
         max_turns: spec.agent.max_turns.map(|t| t.max(1) as u32),
+        max_file_bytes: spec.agent.max_file_bytes.map(|b| b.max(0) as u64),
         results: spec.storage.results.clone(),
         s3: spec.storage.s3.clone(),
         base_tree: agentic.then(|| settings.repo_path.clone()),

@@ -32,6 +32,9 @@ pub struct PodJob {
     pub max_usd: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
+    /// The most bytes of one file the agent leaves that is read (`spec.agent.maxFileBytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_file_bytes: Option<u64>,
     /// `s3://bucket/prefix` (or `file://DIR`).
     pub results: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

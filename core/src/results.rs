@@ -26,6 +26,12 @@ pub trait ResultStore: Send + Sync {
     async fn list(&self, prefix: &str) -> io::Result<Vec<String>>;
     /// A URI for humans and reports.
     fn uri(&self, key: &str) -> String;
+    /// Whether writes can fail for a while (a store across a network), so that an attempt's
+    /// artifacts are kept in a local spool until they are confirmed stored. A local directory
+    /// needs none: each artifact is written once, durably, in its final place.
+    fn needs_spool(&self) -> bool {
+        true
+    }
 }
 
 /// A `file://` results root.
@@ -73,15 +79,14 @@ fn with_path(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
 }
 
 impl ResultStore for LocalStore {
+    /// Durable and atomic: a temporary file of a unique name in the same directory, written and
+    /// synced, renamed into place, and the directory synced (and so every directory created on
+    /// the way). A crash leaves the old value or the new, never part, and once this returns the
+    /// new value survives one.
     async fn put(&self, key: &str, bytes: &[u8]) -> io::Result<()> {
         let path = self.checked_path(key)?;
-        if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(with_path(parent))?;
-        }
-        // Rename is atomic within a directory, so an interrupted write leaves no half file.
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        tokio::fs::write(&tmp, bytes).await.map_err(with_path(&tmp))?;
-        tokio::fs::rename(&tmp, &path).await.map_err(with_path(&path))
+        let bytes = bytes.to_vec();
+        tokio::task::spawn_blocking(move || write_durably(&path, &bytes)).await.map_err(io::Error::other)?
     }
 
     async fn get(&self, key: &str) -> io::Result<Option<Vec<u8>>> {
@@ -112,7 +117,7 @@ impl ResultStore for LocalStore {
                         stack.push(path);
                     } else if let Ok(relative) = path.strip_prefix(&root) {
                         let key = relative.to_string_lossy().replace('\\', "/");
-                        if !key.contains(".tmp-") {
+                        if !key.contains(TMP_PREFIX) {
                             keys.push(key);
                         }
                     }
@@ -128,6 +133,57 @@ impl ResultStore for LocalStore {
     fn uri(&self, key: &str) -> String {
         format!("file://{}", self.path(key).display())
     }
+
+    fn needs_spool(&self) -> bool {
+        false
+    }
+}
+
+/// The prefix of temporary files in a local store, which `list` skips.
+const TMP_PREFIX: &str = ".tmp-";
+
+/// Writes `bytes` at `path` durably and atomically (see [`LocalStore::put`]); errors name the
+/// path.
+fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let named = |what: &str, at: &Path, e: io::Error| io::Error::new(e.kind(), format!("{what} {}: {e}", at.display()));
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    create_dirs_durably(dir).map_err(|e| named("creating", dir, e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TMP_PREFIX)
+        .tempfile_in(dir)
+        .map_err(|e| named("creating a file in", dir, e))?;
+    tmp.write_all(bytes).map_err(|e| named("writing", tmp.path(), e))?;
+    tmp.as_file().sync_data().map_err(|e| named("syncing", tmp.path(), e))?;
+    // On failure the temporary file is removed when dropped.
+    tmp.persist(path).map_err(|e| named("renaming into", path, e.error))?;
+    sync_dir(dir).map_err(|e| named("syncing", dir, e))
+}
+
+/// Creates `dir` and its missing parents, syncing each parent that gained an entry, so that a
+/// file renamed into `dir` is reachable after a crash.
+fn create_dirs_durably(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    create_dirs_durably(parent)?;
+    match std::fs::create_dir(dir) {
+        Ok(()) => sync_dir(parent),
+        // Created meanwhile by another writer, which syncs it.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match dir.is_dir() {
+            true => Ok(()),
+            false => Err(io::Error::new(io::ErrorKind::NotADirectory, "exists and is not a directory")),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Keys of one run's results.
@@ -198,8 +254,55 @@ mod tests {
         let store = LocalStore::new(&file);
         let error = store.put("runs/a/run.json", b"x").await.unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::NotADirectory, "{error}");
-        assert!(error.to_string().starts_with(&format!("{}/runs/a: ", file.display())), "{error}");
+        assert!(error.to_string().contains(&format!("{}: ", file.display())), "{error}");
         let error = store.get("runs/a/run.json").await.unwrap_err();
         assert!(error.to_string().contains(&format!("{}/runs/a/run.json: ", file.display())), "{error}");
+    }
+
+    #[tokio::test]
+    async fn concurrent_puts_in_one_directory_never_share_a_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path());
+        // `agent.stdout` and `agent.stderr` once had the same temporary name.
+        let keys: Vec<String> = (0..16)
+            .flat_map(|i| {
+                [
+                    format!("runs/a/v/t/attempt-{}/agent.stdout", i % 2),
+                    format!("runs/a/v/t/attempt-{}/agent.stderr", i % 2),
+                ]
+            })
+            .collect();
+        let puts = keys.iter().enumerate().map(|(i, key)| {
+            let store = store.clone();
+            async move { store.put(key, format!("{key} {i}").repeat(1000).as_bytes()).await }
+        });
+        for result in futures::future::join_all(puts).await {
+            result.unwrap();
+        }
+        for attempt in 0..2 {
+            let attempt_dir = dir.path().join(format!("runs/a/v/t/attempt-{attempt}"));
+            let mut names: Vec<String> = std::fs::read_dir(&attempt_dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            assert_eq!(names, ["agent.stderr", "agent.stdout"], "no temporary file left");
+            for name in &names {
+                let text = std::fs::read_to_string(attempt_dir.join(name)).unwrap();
+                let key = format!("runs/a/v/t/attempt-{attempt}/{name}");
+                let whole = |i: usize| keys[i] == key && text == format!("{key} {i}").repeat(1000);
+                assert!((0..keys.len()).any(whole), "{key} holds one whole write of its own");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_put_that_cannot_be_written_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("runs"), "a file, not a directory").unwrap();
+        let store = LocalStore::new(dir.path());
+        let error = store.put("runs/a/result.json", b"{}").await.unwrap_err();
+        assert!(error.to_string().contains(&dir.path().join("runs/a").display().to_string()), "{error}");
+        assert!(!store.needs_spool());
     }
 }

@@ -372,6 +372,22 @@ spec:
     }
 
     #[test]
+    fn the_agent_file_cap_is_bounded_as_in_the_crd() {
+        let with = |bytes: &str| {
+            VALID.replace("version: \"1.0.0\"}", &format!("version: \"1.0.0\"}}\n    maxFileBytes: {bytes}"))
+        };
+        let run = parse_run(&with("1048576"), "run.yaml").unwrap();
+        assert_eq!(run.spec.agent.max_file_bytes, Some(1 << 20));
+        assert_eq!(parse_run(VALID, "run.yaml").unwrap().spec.agent.max_file_bytes, None);
+        for bad in ["1023", "1073741825", "-1"] {
+            let errors = errors_of(&with(bad));
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert_eq!(errors[0].field, "spec.agent.maxFileBytes", "{bad}");
+            assert_eq!(errors[0].message, "agent.maxFileBytes must be between 1024 and 1073741824 (1 GiB)", "{bad}");
+        }
+    }
+
+    #[test]
     fn the_schema_bounds_are_checked_as_the_api_server_does() {
         let long = "1.".repeat(40) + "0";
         let errors = errors_of(&VALID.replace("\"1.0.0\"", &format!("\"{long}\"")));

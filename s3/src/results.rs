@@ -70,4 +70,11 @@ impl ResultStore for Results {
             Results::S3(store) => store.uri(key),
         }
     }
+
+    fn needs_spool(&self) -> bool {
+        match self {
+            Results::Local(store) => store.needs_spool(),
+            Results::S3(store) => store.needs_spool(),
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! (`harness`). `lightsout run` runs many trials on one machine through the same code
 //! (`local`); in a cluster, the `lightsout-worker` binary runs one per pod.
 
+pub mod agent_files;
 pub mod agent_process;
 pub mod harness;
 /// The job a trial pod runs (shared with the controller, which writes it).

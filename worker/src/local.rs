@@ -31,6 +31,7 @@ use lightsout_core::validate::spec_hash;
 use lightsout_core::workspace;
 use lightsout_s3::S3Credentials;
 
+use crate::agent_files::DEFAULT_MAX_FILE_BYTES;
 use crate::harness::Installed;
 use crate::trial::spool_root;
 use crate::trial::{run_trial, AgentSetup, SandboxLauncher, TrialJob};
@@ -277,6 +278,10 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                                     hide: hidden_dirs(dataset_file, store.local_root()),
                                 }),
                                 max_turns: spec.agent.max_turns.map(|t| t.max(1) as u32),
+                                max_file_bytes: spec
+                                    .agent
+                                    .max_file_bytes
+                                    .map_or(DEFAULT_MAX_FILE_BYTES, |b| b.max(0) as u64),
                                 grace: Duration::from_secs(10),
                                 scratch_mib: crate::scratch::scratch_mib(),
                             }),

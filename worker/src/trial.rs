@@ -20,6 +20,7 @@ use lightsout_core::swe_prbench::{AgentOutput, AgentOutputStatus};
 use lightsout_core::trial::{Isolation, Outcome, TrajectorySummary, TrialResult, RESULT_SCHEMA};
 use lightsout_s3::{Artifact, Uploader};
 
+use crate::agent_files::{self, AgentFiles, Refusal};
 use crate::agent_process::{self, AgentExit, Limits};
 use crate::harness::{AgentContext, Installed, SessionLog, SingleShot, SINGLE_SHOT_VERSION};
 use crate::proxy::{MeteringProxy, ProxyConfig};
@@ -61,6 +62,8 @@ pub struct AgentSetup {
     /// what else works unprivileged); `None` runs the agent without one, and the record says so.
     pub sandbox: Option<SandboxLauncher>,
     pub max_turns: Option<u32>,
+    /// The most bytes of one file the agent leaves that is read (see `agent_files`).
+    pub max_file_bytes: u64,
     /// Between SIGTERM and SIGKILL at the time limit.
     pub grace: Duration,
     /// The size of the scratch tmpfs and of each of the sandbox's private tmpfs, in MiB (see
@@ -84,10 +87,12 @@ pub fn spool_root() -> PathBuf {
     std::env::temp_dir().join("lightsout-spool")
 }
 
-/// Stores an attempt's artifacts through a spool, `result.json` last and only once everything
-/// else is confirmed: its presence means the set is complete. Keys are deterministic, so an
-/// attempt redone after an interruption replaces its artifacts and never duplicates them. If the
-/// store stays down past the deadline, the error ends the attempt as an infrastructure failure.
+/// Stores an attempt's artifacts, `result.json` last and only once everything else is stored:
+/// its presence means the set is complete. A local directory is written in place, each artifact
+/// once and durably (see `LocalStore::put`); a remote store through a spool, so that an outage
+/// costs no result. Keys are deterministic, so an attempt redone after an interruption replaces
+/// its artifacts and never duplicates them. If a remote store stays down past the deadline, the
+/// error ends the attempt as an infrastructure failure.
 async fn publish<S: ResultStore + Clone>(
     store: &S,
     run: &str,
@@ -96,16 +101,30 @@ async fn publish<S: ResultStore + Clone>(
     artifacts: Vec<Artifact>,
     deadline: Duration,
 ) -> std::io::Result<()> {
-    // Keyed by the destination too: two runs of the same spec into different stores (or two
-    // tests) must never share a spool.
-    let destination = lightsout_core::hash::short_hash(store.uri("").as_bytes());
-    let spool = spool_root().join(destination).join(run).join(trial).join(format!("attempt-{attempt}"));
+    let (commits, others): (Vec<Artifact>, Vec<Artifact>) =
+        artifacts.into_iter().partition(|a| a.key.rsplit('/').next() == Some(lightsout_s3::DEFAULT_COMMIT));
+    if !store.needs_spool() {
+        for artifact in others.iter().chain(&commits) {
+            store.put(&artifact.key, &artifact.bytes).await?;
+        }
+        return Ok(());
+    }
+    let spool = spool_dir(store, run, trial, attempt);
     // A spool left by an interrupted process belongs to an attempt that is being redone now.
     let _ = tokio::fs::remove_dir_all(&spool).await;
     let uploader = Uploader::new(store.clone(), &spool)
         .with_deadline(deadline)
         .with_backoff(Duration::from_millis(200), Duration::from_secs(10));
-    uploader.upload(artifacts).await.map(|_| ()).map_err(std::io::Error::from)
+    uploader.upload(others.into_iter().chain(commits).collect()).await.map(|_| ()).map_err(std::io::Error::from)
+}
+
+/// One attempt's spool: a single directory right under the spool root (which the uploader
+/// removes once everything is stored, leaving nothing behind), named by a hash of the
+/// destination too, so that two runs of the same spec into different stores (or two tests) never
+/// share one.
+fn spool_dir<S: ResultStore>(store: &S, run: &str, trial: &str, attempt: u32) -> PathBuf {
+    let attempt = attempt.to_string();
+    spool_root().join(lightsout_core::hash::short_hash_fields(&[&store.uri(""), run, trial, &attempt]))
 }
 
 /// What an attempt produced besides its result record.
@@ -460,10 +479,19 @@ async fn run_agentic_in_scratch(
         Ok(packed) => artifacts.push((EXCHANGES_ARTIFACT.into(), packed)),
         Err(e) => return infra(format!("compressing the exchange log: {e}")),
     }
+    // Everything the agent left is read through `agent_files`, as the agent's user; what is
+    // refused fails the trial (below), and is never stored.
+    let files = match AgentFiles::open(scratch, user, setup.max_file_bytes) {
+        Ok(files) => files,
+        Err(e) => return infra(format!("opening the trial's directory: {e}")),
+    };
+    let mut refused: Vec<Refusal> = Vec::new();
     let mut trajectory = lightsout_core::trajectory::build(&exchanges);
     let session_log = setup.installed.session_log(&context);
     if let Some(log) = &session_log {
-        merge_session_log(log, scratch, &mut trajectory, &mut artifacts);
+        if let Err(refusal) = merge_session_log(log, &files, &mut trajectory, &mut artifacts) {
+            refused.push(refusal);
+        }
     }
     for warning in &trajectory.warnings {
         tracing::warn!(trial = %job.trial_id, "trajectory: {warning}");
@@ -473,24 +501,47 @@ async fn run_agentic_in_scratch(
         Ok(packed) => artifacts.push((TRAJECTORY_ARTIFACT.into(), packed)),
         Err(e) => return infra(format!("compressing the trajectory: {e}")),
     }
+    // The worker made these files, but the agent decides how big they get.
     for (name, path) in [("agent.stdout", run_dir.join("agent.stdout")), ("agent.stderr", run_dir.join("agent.stderr"))]
     {
-        if let Ok(bytes) = std::fs::read(&path) {
+        if let Ok(bytes) = agent_files::read_own_log(&path, setup.max_file_bytes) {
             artifacts.push((name.into(), bytes));
         }
     }
     if let Ok(entries) = std::fs::read_dir(&logs) {
         for entry in entries.flatten() {
-            // The session log is stored once, compressed, as its own artifact.
-            if session_log.as_ref().is_some_and(|log| log.files.contains(&entry.path())) {
+            // The session log is stored once, compressed, as its own artifact; a harness may
+            // keep directories of its own here, which are not taken.
+            if session_log.as_ref().is_some_and(|log| log.files.contains(&entry.path()))
+                || entry.file_type().is_ok_and(|kind| kind.is_dir())
+            {
                 continue;
             }
-            if let Ok(bytes) = read_agent_file(&entry.path(), MAX_AGENT_FILE_BYTES) {
-                artifacts.push((format!("harness-{}", entry.file_name().to_string_lossy()), bytes));
+            match files.read(&entry.path()) {
+                Ok(bytes) => artifacts.push((format!("harness-{}", entry.file_name().to_string_lossy()), bytes)),
+                Err(refusal) => refused.push(refusal),
             }
         }
     }
-    let review = std::fs::read_to_string(workspace.repo.join("review.md")).ok().filter(|r| !r.trim().is_empty());
+    let review = match files.read_if_present(&workspace.repo.join("review.md")) {
+        Ok(review) => review.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).filter(|r| !r.trim().is_empty()),
+        Err(refusal) => {
+            refused.push(refusal);
+            None
+        }
+    };
+    // A failure of the worker's own is infrastructure; anything else refused is the agent's.
+    let refusal = match refused.iter().find(|r| !r.is_agents_doing()) {
+        Some(worker) => Some((Outcome::InfraFailed, format!("reading what the agent left: {worker}"))),
+        None if !refused.is_empty() => Some((
+            Outcome::AgentFailed,
+            format!(
+                "refused what the agent left: {}",
+                refused.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+            ),
+        )),
+        None => None,
+    };
     let usage = totals.usage;
     let calls = totals.calls;
     let scripted = totals.scripted_answers > 0;
@@ -503,37 +554,38 @@ async fn run_agentic_in_scratch(
             calls,
             scripted,
         },
-        Ok(ran) => match (&ran.exit, review) {
-            (_, _) if totals.refused > 0 => AgentRun::Failed {
+        Ok(ran) => match (&ran.exit, review, refusal) {
+            (_, _, _) if totals.refused > 0 => AgentRun::Failed {
                 outcome: Outcome::BudgetExceeded,
                 error: format!("the trial's budget was spent after {calls} calls ({} tokens)", usage.total_tokens()),
                 usage,
                 calls,
                 scripted,
             },
-            (AgentExit::TimedOut { .. }, _) => AgentRun::Failed {
+            (AgentExit::TimedOut { .. }, _, _) => AgentRun::Failed {
                 outcome: Outcome::TimedOut,
                 error: format!("the harness did not finish within {}s", job.timeout.as_secs()),
                 usage,
                 calls,
                 scripted,
             },
-            (_, Some(text)) => AgentRun::Reviewed { text, usage, calls, scripted },
-            (AgentExit::Exited(status), None) if status.code() == Some(125) => AgentRun::Failed {
+            (_, _, Some((outcome, error))) => AgentRun::Failed { outcome, error, usage, calls, scripted },
+            (_, Some(text), None) => AgentRun::Reviewed { text, usage, calls, scripted },
+            (AgentExit::Exited(status), None, None) if status.code() == Some(125) => AgentRun::Failed {
                 outcome: Outcome::InfraFailed,
                 error: format!("the sandbox could not start the agent: {}", tail(&run_dir.join("agent.stderr"))),
                 usage,
                 calls,
                 scripted,
             },
-            (AgentExit::Exited(_), None) if provider_failed => AgentRun::Failed {
+            (AgentExit::Exited(_), None, None) if provider_failed => AgentRun::Failed {
                 outcome: Outcome::InfraFailed,
                 error: "every model call failed on the provider's side".into(),
                 usage,
                 calls,
                 scripted,
             },
-            (AgentExit::Exited(status), None) => AgentRun::Failed {
+            (AgentExit::Exited(status), None, None) => AgentRun::Failed {
                 outcome: Outcome::AgentFailed,
                 error: format!(
                     "the harness exited ({status}) without writing review.md: {}",
@@ -549,72 +601,54 @@ async fn run_agentic_in_scratch(
     (run, artifacts, version, Some(trajectory_summary))
 }
 
-/// The most of one file the agent left that is read (a session log, a harness log).
-const MAX_AGENT_FILE_BYTES: u64 = 256 << 20;
 /// The most warnings a result's trajectory summary keeps, and the most characters of each.
 const MAX_SUMMARY_WARNINGS: usize = 20;
 const MAX_WARNING_CHARS: usize = 400;
 
-/// Reads a file the agent left (in its home or log directory), as untrusted: a symbolic link is
-/// not followed, only a regular file is read (a FIFO would block), and at most `limit` bytes.
-fn read_agent_file(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    if meta.len() > limit {
-        return Err(std::io::Error::other(format!("{} bytes, over the limit of {limit}", meta.len())));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(limit).read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
-/// Reads the harness's session log, stores it (compressed) as an artifact, and merges its tool
-/// executions into the trajectory. A missing or unreadable log is not an error: it is noted in
-/// the trajectory's warnings, and the trajectory stays the proxy's alone.
+/// Reads the harness's session log (through `files`), stores it (compressed) as an artifact, and
+/// merges its tool executions into the trajectory. A missing log is not an error: it is noted in
+/// the trajectory's warnings, and the trajectory stays the proxy's alone. A log file refused
+/// (a link, a FIFO, over the size cap…) is, and nothing of the log is kept.
 fn merge_session_log(
     log: &SessionLog,
-    scratch: &std::path::Path,
+    files: &AgentFiles,
     trajectory: &mut lightsout_core::trajectory::Trajectory,
     artifacts: &mut Vec<(String, Vec<u8>)>,
-) {
+) -> Result<(), Refusal> {
     let format = log.format.as_str();
-    let shown = |path: &std::path::Path| path.strip_prefix(scratch).unwrap_or(path).display().to_string();
+    let shown = |path: &std::path::Path| path.strip_prefix(files.root()).unwrap_or(path).display().to_string();
     if log.files.is_empty() {
         trajectory
             .warnings
             .push(format!("no {format} log at {}: the trajectory is the proxy's alone", shown(&log.location)));
-        return;
+        return Ok(());
     }
-    let mut files = Vec::new();
+    let mut read = Vec::new();
     let mut raw = Vec::new();
     for path in &log.files {
-        match read_agent_file(path, MAX_AGENT_FILE_BYTES.saturating_sub(raw.len() as u64)) {
-            Ok(bytes) => {
+        match files.read_if_present(path)? {
+            Some(bytes) => {
                 raw.extend_from_slice(&bytes);
                 if !raw.is_empty() && !raw.ends_with(b"\n") {
                     raw.push(b'\n');
                 }
-                files.push((shown(path), String::from_utf8_lossy(&bytes).into_owned()));
+                read.push((shown(path), String::from_utf8_lossy(&bytes).into_owned()));
             }
-            Err(e) => trajectory.warnings.push(format!("{format} log {} not read: {e}", shown(path))),
+            None => trajectory.warnings.push(format!("{format} log {} was gone when read", shown(path))),
         }
     }
-    if files.is_empty() {
+    if read.is_empty() {
         trajectory.warnings.push(format!("no {format} log could be read: the trajectory is the proxy's alone"));
-        return;
+        return Ok(());
     }
     match compress(&raw) {
         Ok(packed) => artifacts.push((log.format.artifact().to_string(), packed)),
         Err(e) => trajectory.warnings.push(format!("{format} log not stored: compressing it failed: {e}")),
     }
-    let parsed = lightsout_core::trajectory::parse_session(log.format, &files);
+    let parsed = lightsout_core::trajectory::parse_session(log.format, &read);
     trajectory.warnings.extend(parsed.warnings);
     lightsout_core::trajectory::merge_session(trajectory, &parsed.calls);
+    Ok(())
 }
 
 /// What a result records of the trajectory.
@@ -642,9 +676,20 @@ fn summarise(trajectory: &lightsout_core::trajectory::Trajectory) -> TrajectoryS
     }
 }
 
+/// The most of a log's end read for [`tail`]: the agent decides how big its logs get.
+const TAIL_BYTES: u64 = 64 << 10;
+
 /// The last lines of a log, for an error message.
 fn tail(path: &std::path::Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    use std::io::{Read, Seek, SeekFrom};
+    let mut bytes = Vec::new();
+    if let Ok(mut file) = std::fs::File::open(path) {
+        let len = file.metadata().map_or(0, |meta| meta.len());
+        if file.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES))).is_ok() {
+            let _ = file.take(TAIL_BYTES).read_to_end(&mut bytes);
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().rev().take(5).collect();
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
 }
@@ -676,7 +721,8 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let mut trajectory = Trajectory::default();
         let mut artifacts = Vec::new();
-        merge_session_log(&codex_log(scratch.path(), vec![]), scratch.path(), &mut trajectory, &mut artifacts);
+        let files = AgentFiles::open(scratch.path(), None, 1 << 20).unwrap();
+        merge_session_log(&codex_log(scratch.path(), vec![]), &files, &mut trajectory, &mut artifacts).unwrap();
         assert!(artifacts.is_empty());
         assert_eq!(
             trajectory.warnings,
@@ -686,33 +732,44 @@ mod tests {
     }
 
     #[test]
-    fn links_and_fifos_the_agent_left_are_not_read() {
+    fn a_session_log_file_that_is_a_link_or_a_fifo_is_refused_and_nothing_of_the_log_kept() {
         let scratch = tempfile::tempdir().unwrap();
         let secret = scratch.path().join("secret");
         std::fs::write(&secret, "ground truth").unwrap();
-        let link = scratch.path().join("rollout-link.jsonl");
+        let sessions = scratch.path().join("home/.codex/sessions");
+        std::fs::create_dir_all(&sessions).unwrap();
+        let good = sessions.join("rollout-good.jsonl");
+        std::fs::write(&good, "{}\n").unwrap();
+        let link = sessions.join("rollout-link.jsonl");
         std::os::unix::fs::symlink(&secret, &link).unwrap();
-        let fifo = scratch.path().join("rollout-fifo.jsonl");
+        let fifo = sessions.join("rollout-fifo.jsonl");
         let c_fifo = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o644) }, 0);
-        assert!(read_agent_file(&link, 1 << 20).is_err());
-        assert!(read_agent_file(&fifo, 1 << 20).is_err(), "a FIFO neither blocks nor reads");
-        assert!(read_agent_file(&secret, 4).is_err(), "over the limit");
-        assert_eq!(read_agent_file(&secret, 1 << 20).unwrap(), b"ground truth");
-
+        let files = AgentFiles::open(scratch.path(), None, 1 << 20).unwrap();
+        for (bad, why) in [
+            (link, "home/.codex/sessions/rollout-link.jsonl: is a symbolic link"),
+            (fifo, "home/.codex/sessions/rollout-fifo.jsonl: is a FIFO, not a regular file"),
+        ] {
+            let mut trajectory = Trajectory::default();
+            let mut artifacts = Vec::new();
+            let log = codex_log(scratch.path(), vec![good.clone(), bad]);
+            let refusal = merge_session_log(&log, &files, &mut trajectory, &mut artifacts).unwrap_err();
+            assert!(refusal.is_agents_doing() && refusal.to_string().starts_with(why), "{refusal}");
+            assert!(artifacts.is_empty(), "nothing of a refused log is stored");
+        }
+        // A file that vanished before it was read is only a warning.
         let mut trajectory = Trajectory::default();
         let mut artifacts = Vec::new();
-        merge_session_log(
-            &codex_log(scratch.path(), vec![link, fifo]),
-            scratch.path(),
-            &mut trajectory,
-            &mut artifacts,
+        let log = codex_log(scratch.path(), vec![sessions.join("rollout-gone.jsonl")]);
+        merge_session_log(&log, &files, &mut trajectory, &mut artifacts).unwrap();
+        assert_eq!(
+            trajectory.warnings,
+            [
+                "codex rollout log home/.codex/sessions/rollout-gone.jsonl was gone when read",
+                "no codex rollout log could be read: the trajectory is the proxy's alone"
+            ]
         );
-        assert!(artifacts.is_empty());
-        assert_eq!(trajectory.warnings.len(), 3, "{:?}", trajectory.warnings);
-        assert!(trajectory.warnings[0].starts_with("codex rollout log rollout-link.jsonl not read"));
-        assert!(trajectory.warnings[2].starts_with("no codex rollout log could be read"));
     }
 
     #[test]
@@ -725,7 +782,8 @@ mod tests {
         std::fs::write(&rollout, format!("{sample}not json\n")).unwrap();
         let mut trajectory = Trajectory::default();
         let mut artifacts = Vec::new();
-        merge_session_log(&codex_log(scratch.path(), vec![rollout]), scratch.path(), &mut trajectory, &mut artifacts);
+        let files = AgentFiles::open(scratch.path(), None, 1 << 20).unwrap();
+        merge_session_log(&codex_log(scratch.path(), vec![rollout]), &files, &mut trajectory, &mut artifacts).unwrap();
         assert_eq!(artifacts.len(), 1);
         assert_eq!(artifacts[0].0, "harness-session.jsonl.zst");
         let stored = lightsout_core::compress::decompress(&artifacts[0].1).unwrap();
@@ -743,6 +801,75 @@ mod tests {
             (trajectory.tool_calls, trajectory.harness_only_tool_calls, trajectory.failed_tool_calls),
             (2, 2, 1)
         );
+    }
+
+    /// A store across a network, in memory: it records the order of its writes.
+    #[derive(Clone, Default)]
+    struct Remote {
+        puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    impl ResultStore for Remote {
+        async fn put(&self, key: &str, _bytes: &[u8]) -> std::io::Result<()> {
+            self.puts.lock().unwrap().push(key.to_string());
+            Ok(())
+        }
+        async fn get(&self, _key: &str) -> std::io::Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        async fn list(&self, _prefix: &str) -> std::io::Result<Vec<String>> {
+            Ok(Vec::new())
+        }
+        fn uri(&self, key: &str) -> String {
+            format!("memory://{key}")
+        }
+    }
+
+    fn attempt_artifacts() -> Vec<Artifact> {
+        let key = |name: &str| RunLayout::new("r").artifact("v", "t", 1, name);
+        vec![
+            Artifact::new(key("result.json"), b"{}".to_vec()),
+            Artifact::new(key("agent.stdout"), b"out".to_vec()),
+            Artifact::new(key("agent.stderr"), b"err".to_vec()),
+        ]
+    }
+
+    #[tokio::test]
+    async fn a_local_store_is_written_in_place_with_no_spool_or_temporary_file_left() {
+        let root = tempfile::tempdir().unwrap();
+        let store = lightsout_core::results::LocalStore::new(root.path());
+        publish(&store, "r", "t", 1, attempt_artifacts(), Duration::from_secs(5)).await.unwrap();
+        let attempt = root.path().join(RunLayout::new("r").attempt_dir("v", "t", 1));
+        let mut names: Vec<String> =
+            std::fs::read_dir(&attempt).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        assert_eq!(names, ["agent.stderr", "agent.stdout", "result.json"]);
+        assert_eq!(std::fs::read(attempt.join("agent.stderr")).unwrap(), b"err");
+        assert!(!spool_dir(&store, "r", "t", 1).exists(), "a local store is not spooled");
+    }
+
+    #[tokio::test]
+    async fn a_remote_store_is_spooled_commit_last_and_the_spool_removed() {
+        let store = Remote::default();
+        let spool = spool_dir(&store, "r", "t", 1);
+        assert_eq!(spool.parent(), Some(spool_root().as_path()), "one directory right under the root");
+        publish(&store, "r", "t", 1, attempt_artifacts(), Duration::from_secs(5)).await.unwrap();
+        let puts = store.puts.lock().unwrap().clone();
+        assert_eq!(puts.len(), 3);
+        assert!(puts[2].ends_with("/result.json"), "{puts:?}");
+        assert!(!spool.exists(), "the attempt's spool is removed once stored");
+    }
+
+    #[test]
+    fn the_tail_of_a_huge_log_reads_only_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("agent.stderr");
+        let file = std::fs::File::create(&log).unwrap();
+        file.set_len(1 << 30).unwrap();
+        let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        std::io::Write::write_all(&mut file, b"\none\ntwo\nthree\nfour\nfive\nsix\n").unwrap();
+        assert_eq!(tail(&log), "two | three | four | five | six");
+        assert_eq!(tail(&dir.path().join("missing")), "");
     }
 
     #[test]

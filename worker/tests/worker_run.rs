@@ -51,6 +51,7 @@ spec:
         max_tokens: None,
         max_usd: None,
         max_turns: None,
+        max_file_bytes: None,
         results: format!("file://{}", results.display()),
         s3: None,
         base_tree: None,

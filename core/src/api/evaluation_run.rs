@@ -236,6 +236,12 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self >= 1").message("agent.maxTurns must be at least 1"))]
     pub max_turns: Option<i32>,
+    /// The most bytes of one file the agent leaves that is read (`review.md`, its harness's
+    /// session log and log files); a bigger one fails the trial as `agent-failed`. Default
+    /// 8388608 (8 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1024 && self <= 1073741824").message("agent.maxFileBytes must be between 1024 and 1073741824 (1 GiB)"))]
+    pub max_file_bytes: Option<i64>,
     /// CPU and memory of each trial's agent container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(transform = schema::resources)]

@@ -176,20 +176,38 @@ pub const SUBMIT_COMMAND: &str = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT";
 /// writing the review.
 pub(crate) const WORK_STEPS: u32 = 2;
 
+/// A line of a task (e.g. in its description) that starts with this makes the scripted
+/// tool-calling agent run the rest of the line instead of writing its review: how tests make a
+/// real harness do what a hostile agent would (`ln -s /proc/self/environ review.md`).
+pub const SCRIPTED_COMMAND_MARKER: &str = "lightsout-scripted-agent-command:";
+
+/// The command a task's [`SCRIPTED_COMMAND_MARKER`] line asks for, if any.
+fn scripted_command(prompt: &str) -> Option<String> {
+    prompt
+        .lines()
+        .find_map(|line| line.trim_start().strip_prefix(SCRIPTED_COMMAND_MARKER))
+        .map(|command| command.trim().to_string())
+        .filter(|command| !command.is_empty())
+}
+
 /// One step of the scripted tool-calling agent: look at the change, write the review to
-/// `review.md` (the same review the single-shot answer would give), then submit (from step
-/// [`WORK_STEPS`] on). Returns the assistant's text and the bash command to run; an agent that
-/// ends its run with an answer instead (Codex) is given the text alone at the submit step.
+/// `review.md` (the same review the single-shot answer would give; or run the command the task's
+/// [`SCRIPTED_COMMAND_MARKER`] line gives), then submit (from step [`WORK_STEPS`] on). Returns
+/// the assistant's text and the bash command to run; an agent that ends its run with an answer
+/// instead (Codex) is given the text alone at the submit step.
 pub fn agentic_step(model: &str, effort: Option<Effort>, prompt: &str, step: u32) -> (String, String) {
     match step {
         0 => ("I'll look at the change under review first.".into(), "git status --short && git diff --stat".into()),
-        1 => {
-            let review = agent_answer(model, effort, prompt);
-            (
-                "I've read the change; writing my findings to review.md.".into(),
-                format!("cat > review.md <<'LIGHTSOUT_REVIEW'\n{review}\nLIGHTSOUT_REVIEW"),
-            )
-        }
+        1 => match scripted_command(prompt) {
+            Some(command) => ("Doing what the task says.".into(), command),
+            None => {
+                let review = agent_answer(model, effort, prompt);
+                (
+                    "I've read the change; writing my findings to review.md.".into(),
+                    format!("cat > review.md <<'LIGHTSOUT_REVIEW'\n{review}\nLIGHTSOUT_REVIEW"),
+                )
+            }
+        },
         _ => ("The review is written.".into(), SUBMIT_COMMAND.into()),
     }
 }
@@ -199,6 +217,16 @@ mod tests {
     use super::*;
 
     const DIFF: &str = "Review this.\n```diff\ndiff --git a/src/q.ts b/src/q.ts\n--- a/src/q.ts\n+++ b/src/q.ts\n@@ -10,3 +10,5 @@ class Q {\n   keep();\n-  old();\n+  fresh();\n   keep2();\n+  another();\n+\n+  third();\n+  fourth();\n```\n";
+
+    #[test]
+    fn a_task_can_script_the_agents_command() {
+        let prompt = format!("Title: t\nDescription:\n  {SCRIPTED_COMMAND_MARKER} ln -s /etc/shadow review.md \nmore");
+        assert_eq!(agentic_step("m", None, &prompt, 1).1, "ln -s /etc/shadow review.md");
+        assert_eq!(agentic_step("m", None, &prompt, 0).1, agentic_step("m", None, "", 0).1);
+        assert_eq!(agentic_step("m", None, &prompt, 2).1, SUBMIT_COMMAND);
+        let blank = format!("{SCRIPTED_COMMAND_MARKER}   \n{DIFF}");
+        assert!(agentic_step("m", None, &blank, 1).1.starts_with("cat > review.md <<'LIGHTSOUT_REVIEW'\n"));
+    }
 
     #[test]
     fn generic_review_tracks_hunk_lines() {

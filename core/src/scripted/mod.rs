@@ -32,7 +32,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-pub use agent::{agent_answer, agentic_step, ReviewComment, SUBMIT_COMMAND};
+pub use agent::{agent_answer, agentic_step, ReviewComment, SCRIPTED_COMMAND_MARKER, SUBMIT_COMMAND};
 pub use embeddings::{embed, DIMENSIONS as EMBEDDING_DIMENSIONS};
 pub use judge::{answers_prose, judge_answer, swe_prbench_judge_answer, JUDGE_SYSTEM_PREFIX, PROSE_ANSWER};
 pub use usage::{estimate_tokens, Effort};
