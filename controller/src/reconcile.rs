@@ -764,7 +764,8 @@ fn count_final_trials(ctx: &Context, prepared: &PreparedRun, state: &mut RunStat
     }
 }
 
-/// Trials whose final result is a review that still needs its verdicts.
+/// Trials whose final result is a review that still needs its verdicts (none, or incomplete:
+/// missing judge votes leave a pair undecided).
 fn needing_verdicts<'a>(
     prepared: &'a PreparedRun,
     state: &'a RunState,
@@ -774,7 +775,7 @@ fn needing_verdicts<'a>(
     let judged = prepared.scorer.is_some();
     prepared.plan.trials.iter().enumerate().filter_map(move |(index, trial)| {
         let result = stored.final_result(&trial.id, max_attempts)?;
-        (judged && result.outcome == Outcome::Ok && stored.verdicts(&trial.id, result.attempt).is_none())
+        (judged && result.outcome == Outcome::Ok && !stored.is_judged(&trial.id, result.attempt))
             .then_some((index, result))
     })
 }
@@ -861,7 +862,13 @@ async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> (u
             .ok_or_else(|| format!("{} is missing", store.uri(&findings_key)))?;
         let review: ParsedReview =
             serde_json::from_slice(&bytes).map_err(|e| format!("{} is not valid: {e}", store.uri(&findings_key)))?;
-        let verdicts = scorer.score(task, &review).await.map_err(|e| e.to_string())?;
+        // Incomplete verdicts keep their answered votes; only the missing ones are asked again.
+        let previous: Option<Verdicts> = match store.get(&verdicts_key).await {
+            Ok(Some(bytes)) => serde_json::from_slice(&bytes).ok(),
+            Ok(None) => None,
+            Err(e) => return Err(format!("{}: {e}", store.uri(&verdicts_key))),
+        };
+        let verdicts = scorer.score(task, &review, previous.as_ref()).await.map_err(|e| e.to_string())?;
         let bytes = serde_json::to_vec_pretty(&verdicts).expect("verdicts serialise");
         store.put(&verdicts_key, &bytes).await.map_err(|e| format!("{}: {e}", store.uri(&verdicts_key)))?;
         Ok::<_, String>(verdicts)

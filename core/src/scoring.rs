@@ -27,6 +27,9 @@ use crate::swe_prbench::{
 };
 
 /// A trial's verdicts under either protocol, tagged with it in `verdicts.json`.
+// Not boxed: CRBugBench verdicts are the common case (a controller holds one per trial), so the
+// enum's size is theirs anyway; boxing would add an allocation to each.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "protocol")]
 pub enum Verdicts {
@@ -85,6 +88,15 @@ impl Verdicts {
 
     pub fn hit_at(&self, k: u32) -> bool {
         self.first_hit_rank().is_some_and(|rank| rank <= k)
+    }
+
+    /// Whether the trial is judged: false while missing judge votes leave a CRBugBench pair
+    /// undecided (see [`crate::judge`]); such a trial is not scored and is judged again.
+    pub fn is_complete(&self) -> bool {
+        match self {
+            Verdicts::CrBugBench(v) => v.is_complete(),
+            Verdicts::SwePrBench(_) => true,
+        }
     }
 
     pub fn spend(&self) -> JudgeSpend {
@@ -175,12 +187,25 @@ impl Scorer {
         }
     }
 
-    /// Scores one trial's parsed review against its task's ground truth. An `Err` is an
-    /// infrastructure failure of a judge: the trial stays unjudged and is judged again later.
-    pub async fn score(&self, task: &LoadedTask, review: &ParsedReview) -> Result<Verdicts, ScoreError> {
+    /// Scores one trial's parsed review against its task's ground truth. `previous`: the same
+    /// attempt's stored verdicts, when they are incomplete: a CRBugBench panel keeps their answered
+    /// votes and asks the missing ones. A CRBugBench panel records a failed judge call as a
+    /// missing vote ([`crate::judge`]); an `Err` is an infrastructure failure of the SWE-PRBench
+    /// judge: the trial stays unjudged and is judged again later.
+    pub async fn score(
+        &self,
+        task: &LoadedTask,
+        review: &ParsedReview,
+        previous: Option<&Verdicts>,
+    ) -> Result<Verdicts, ScoreError> {
         match self {
             Scorer::CrBugBench { panel, k_max } => {
-                Ok(Verdicts::CrBugBench(panel.judge(&review.findings, &task.truth.items(), *k_max).await?))
+                let previous = match previous {
+                    Some(Verdicts::CrBugBench(previous)) => Some(previous),
+                    _ => None,
+                };
+                let truth = task.truth.items();
+                Ok(Verdicts::CrBugBench(panel.judge_again(&review.findings, &truth, *k_max, previous).await))
             }
             Scorer::SwePrBench { scorer, context_config } => {
                 let humans = human_comments(&task.truth)

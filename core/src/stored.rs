@@ -127,13 +127,20 @@ impl StoredRun {
         self.final_result(trial, max_attempts).is_some()
     }
 
+    /// Whether the trial's final result is a review not yet judged: no verdicts, or verdicts that
+    /// missing judge votes leave incomplete.
     pub fn needs_judging(&self, trial: &str, max_attempts: u32) -> bool {
         self.final_result(trial, max_attempts)
-            .is_some_and(|r| r.outcome == Outcome::Ok && !self.has_verdicts(trial, r.attempt))
+            .is_some_and(|r| r.outcome == Outcome::Ok && !self.is_judged(trial, r.attempt))
     }
 
     pub fn has_verdicts(&self, trial: &str, attempt: u32) -> bool {
         self.verdicts(trial, attempt).is_some()
+    }
+
+    /// Whether the attempt's verdicts are stored and complete.
+    pub fn is_judged(&self, trial: &str, attempt: u32) -> bool {
+        self.verdicts(trial, attempt).is_some_and(Verdicts::is_complete)
     }
 
     pub fn verdicts(&self, trial: &str, attempt: u32) -> Option<&Verdicts> {

@@ -6,7 +6,8 @@
 //! - A trial counts in a score when its outcome is the agent's doing (ok, agent-failed,
 //!   timed-out, budget-exceeded); the last three count as a review with no finding (SWE-PRBench:
 //!   an empty output, composite 0). Infrastructure failures are never scored. An ok trial not yet
-//!   judged is not scored yet.
+//!   judged, or whose verdicts missing judge votes leave incomplete ([`crate::judge`]), is not
+//!   scored yet (`unjudged`); the judge spend of incomplete verdicts is counted.
 //! - recall@k = the share of scored trials whose task is hit at k (see [`crate::scoring`]); with
 //!   repeats, each repeat is one sample. Also given per track (pre-merge, post-merge).
 //! - Intervals: 95% cluster-bootstrap intervals ([`crate::stats`]) that resample tasks, so a
@@ -92,6 +93,10 @@ pub struct OutcomeCounts {
     pub timed_out: u32,
     pub budget_exceeded: u32,
     pub infra_failed: u32,
+    /// `ok` trials not scored yet because they have no complete verdicts: not judged yet, or
+    /// missing judge votes leave a pair undecided (all `ok` trials of a run without judges).
+    #[serde(default)]
+    pub unjudged: u32,
 }
 
 impl OutcomeCounts {
@@ -377,7 +382,7 @@ fn summarise_variant(
             trajectories.push(trajectory);
         }
         let (hits, pr) = match (result.outcome, &record.verdicts) {
-            (Outcome::Ok, Some(verdicts)) => {
+            (Outcome::Ok, Some(verdicts)) if verdicts.is_complete() => {
                 let hits = ks.iter().map(|k| verdicts.hit_at(*k)).collect();
                 match verdicts.as_ref() {
                     Verdicts::CrBugBench(panel) => {
@@ -387,7 +392,10 @@ fn summarise_variant(
                     Verdicts::SwePrBench(pr) => (hits, Some(pr.outcome())),
                 }
             }
-            (Outcome::Ok, None) => continue, // not judged yet
+            (Outcome::Ok, _) => {
+                trials.unjudged += 1;
+                continue;
+            }
             _ => (vec![false; ks.len()], no_review_outcome(record, settings)),
         };
         if result.outcome == Outcome::Ok {
@@ -650,6 +658,7 @@ pub fn totals(variants: &[VariantSummary]) -> (OutcomeCounts, SpendSummary) {
         trials.timed_out += v.trials.timed_out;
         trials.budget_exceeded += v.trials.budget_exceeded;
         trials.infra_failed += v.trials.infra_failed;
+        trials.unjudged += v.trials.unjudged;
         spend.agent_usd += v.spend.agent_usd;
         spend.judge_usd += v.spend.judge_usd;
         spend.unpriced_calls += v.spend.unpriced_calls;
