@@ -333,3 +333,41 @@ spec:
     // Both calls are paid for: more input tokens than the tidy model's single calls.
     assert!(sloppy.agent_tokens.input_tokens > tidy.agent_tokens.input_tokens, "{:?}", sloppy.agent_tokens);
 }
+
+/// A time limit that runs out while the provider is failing (the client still retrying its 503s)
+/// is the provider's doing: infra-failed, never the model's timed-out. One that runs out while a
+/// healthy provider's model is still answering is the model's: timed-out.
+#[tokio::test]
+async fn a_time_limit_spent_on_a_failing_provider_is_infra_and_on_a_slow_answer_timed_out() {
+    let failing = server(Faults { status_every_nth: Some((503, 1)), ..Faults::default() }, "agent-secret").await;
+    let slow = server(Faults { delay_ms: 5_000, ..Faults::default() }, "agent-secret").await;
+    let judge = server(Faults::default(), "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = |url: &str, name: &str| {
+        run_yaml(url, &judge.base_url(), &["claude-haiku-4-5"], "")
+            .replace("timeout: 30s", "timeout: 1s")
+            .replace("metadata: {name: test}", &format!("metadata: {{name: {name}}}"))
+            .replace("retries: 2", "retries: 0")
+    };
+    let mut retrying = config(&yaml(&failing.base_url(), "failing"), dir.path());
+    // Far more attempts than the time limit allows: only the time limit ends the call.
+    retrying.model_retry =
+        RetryPolicy { attempts: 100_000, base_delay: Duration::from_millis(20), max_delay: Duration::from_millis(20) };
+    let (report, _) = run(retrying).await;
+    let v = only_variant(&report.summary);
+    assert_eq!((v.trials.infra_failed, v.trials.timed_out, v.scored), (4, 0, 0));
+    assert_eq!(report.unfinished.infra_failed, 4, "the run says what is left to finish");
+    let results = result_files(dir.path());
+    let failing_result = results.iter().find(|f| f.contains("runs/failing/")).unwrap();
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join(failing_result)).unwrap()).unwrap();
+    let error = result["error"].as_str().unwrap();
+    assert!(
+        error.contains("the provider was failing when the 1s time limit ran out") && error.contains("503"),
+        "{error}"
+    );
+
+    let (report, _) = run(config(&yaml(&slow.base_url(), "slow"), dir.path())).await;
+    let v = only_variant(&report.summary);
+    assert_eq!((v.trials.timed_out, v.trials.infra_failed, v.scored), (4, 0, 4), "timed-out is scored as no finding");
+}

@@ -236,9 +236,15 @@ fn api_of(path: &str) -> Option<ApiKind> {
 
 /// A body that sends `head` and then fails, so the server cuts the connection mid-answer.
 fn broken_off(head: String) -> Body {
-    let chunks: Vec<Result<Bytes, std::io::Error>> =
-        vec![Ok(Bytes::from(head)), Err(std::io::Error::other("chaos: connection cut"))];
-    Body::from_stream(futures::stream::iter(chunks))
+    use futures::StreamExt as _;
+    let head = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) });
+    let cut = futures::stream::once(async {
+        // The status, headers and head reach the client first, as from a provider that dies
+        // mid-answer (failing at once, the server would cut the connection before any of it).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Err(std::io::Error::other("chaos: connection cut"))
+    });
+    Body::from_stream(head.chain(cut))
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
