@@ -237,6 +237,7 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 trajectory: None,
             };
             records.push(TrialRecord {
+                earlier_attempts: None,
                 variant: v as u32,
                 task: result.task_id.clone(),
                 repeat: 0,

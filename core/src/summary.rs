@@ -8,6 +8,8 @@
 //!   an empty output, composite 0). Infrastructure failures are never scored. An ok trial not yet
 //!   judged, or whose verdicts missing judge votes leave incomplete ([`crate::judge`]), is not
 //!   scored yet (`unjudged`); the judge spend of incomplete verdicts is counted.
+//! - Spend and tokens count every attempt of a trial: an infrastructure failure's successful
+//!   calls were paid for too.
 //! - recall@k = the share of scored trials whose task is hit at k (see [`crate::scoring`]); with
 //!   repeats, each repeat is one sample. Also given per track (pre-merge, post-merge).
 //! - Intervals: 95% cluster-bootstrap intervals ([`crate::stats`]) that resample tasks, so a
@@ -232,6 +234,18 @@ pub struct TrialRecord {
     /// The final attempt's result, if the trial has finished (shared with the stored run's).
     pub result: Option<Arc<crate::stored::HeldResult>>,
     pub verdicts: Option<Arc<Verdicts>>,
+    /// What the trial's other attempts (infrastructure failures) spent: their successful model
+    /// calls were paid for too. Boxed: most trials have none.
+    pub earlier_attempts: Option<Box<AttemptsSpend>>,
+}
+
+/// Model usage and cost over some attempts of a trial.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AttemptsSpend {
+    pub usage: Usage,
+    pub cost_usd: f64,
+    /// Model calls of attempts whose cost is unknown (no price).
+    pub unpriced_calls: u32,
 }
 
 /// How a run is scored, from its spec.
@@ -357,6 +371,11 @@ fn summarise_variant(
     let mut trajectories: Vec<&crate::stored::HeldTrajectory> = Vec::new();
 
     for record in records {
+        if let Some(earlier) = &record.earlier_attempts {
+            agent_tokens += earlier.usage;
+            spend.agent_usd += earlier.cost_usd;
+            spend.unpriced_calls += earlier.unpriced_calls;
+        }
         let Some(result) = &record.result else {
             trials.pending += 1;
             continue;
