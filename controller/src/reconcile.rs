@@ -891,7 +891,9 @@ fn record_judge_metrics(ctx: &Context, key: &RunKey, variant: &str, verdicts: &V
             for vote in &v.votes {
                 let entry = by_judge.entry(vote.judge.as_str()).or_default();
                 entry.0 += 1;
-                entry.1 += u64::from(vote.value == VoteValue::Failed);
+                // A missing vote (the call failed) is a failed judge call as much as an
+                // unreadable answer is.
+                entry.1 += u64::from(matches!(vote.value, VoteValue::Failed | VoteValue::Missing));
             }
             for (judge, (calls, failures)) in by_judge {
                 ctx.metrics.judge_calls(key, judge, calls, failures);
