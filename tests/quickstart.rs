@@ -233,6 +233,7 @@ fn a_run_with_unfinished_trials_exits_3_and_a_rerun_finishes_them() {
     let again = common::lightsout(&["run", "-f", &run, "--results", &results]);
     let (out, err) = (common::stdout(&again), common::stderr(&again));
     assert!(again.status.success(), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("2 already finished, 2 to run"), "infra-failed trials are run again: {err}");
     assert!(out.contains("trials: 4 planned, 0 pending, 0 infra-failed, 0 unjudged"), "{out}");
     let summary: Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("results/runs/quickstart/summary.json")).unwrap())

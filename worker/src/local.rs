@@ -242,7 +242,11 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     let plan =
         plan::plan(spec, &task_list, |variant, task| durations.get(&(variant.to_string(), task.to_string())).copied());
     let max_attempts = spec.retries.max(0) as u32 + 1;
-    let finished = plan.trials.iter().filter(|t| state.is_final(&t.id, max_attempts)).count();
+    // An infrastructure failure is never final across runs: a trial whose attempts all failed on
+    // infrastructure gets a new round of attempts each time the run is run again.
+    let infra_final =
+        |trial: &str| state.final_result(trial, max_attempts).is_some_and(|r| r.outcome == Outcome::InfraFailed);
+    let finished = plan.trials.iter().filter(|t| state.is_final(&t.id, max_attempts) && !infra_final(&t.id)).count();
     on_event(Event::Planned { trials: plan.trials.len(), finished, variants: plan.variants.len(), tasks: tasks.len() });
 
     if spec.suspend {
@@ -251,10 +255,6 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     let spent = Arc::new(Mutex::new(state.spent_usd()));
     let budget_hit = Arc::new(Mutex::new(false));
 
-    // An infrastructure failure is never final across runs: a trial whose attempts all failed on
-    // infrastructure gets a new round of attempts each time the run is run again.
-    let infra_final =
-        |trial: &str| state.final_result(trial, max_attempts).is_some_and(|r| r.outcome == Outcome::InfraFailed);
     let work = plan.trials.iter().filter(|t| {
         !state.is_final(&t.id, max_attempts)
             || infra_final(&t.id)
