@@ -186,6 +186,18 @@ impl TrialVerdicts {
         self.undecided_pairs == 0
     }
 
+    /// The votes asked for these verdicts rather than kept from `previous` (the verdicts they
+    /// were judged again from, see [`Panel::judge_again`]): every vote when there is none.
+    pub fn votes_asked_since<'a>(&'a self, previous: Option<&'a TrialVerdicts>) -> impl Iterator<Item = &'a Vote> + 'a {
+        let kept: std::collections::BTreeSet<(u32, &str, &str)> = previous
+            .map(|p| p.votes.iter().filter(|v| v.value != VoteValue::Missing))
+            .into_iter()
+            .flatten()
+            .map(|v| (v.rank, v.truth_id.as_str(), v.judge.as_str()))
+            .collect();
+        self.votes.iter().filter(move |v| !kept.contains(&(v.rank, v.truth_id.as_str(), v.judge.as_str())))
+    }
+
     /// The votes as a rating matrix (see [`PanelRatings`]); votes by a judge not on the panel
     /// are left out.
     pub fn ratings(&self) -> PanelRatings {

@@ -70,7 +70,36 @@ pub struct JudgeSpend {
     pub unpriced_calls: u32,
 }
 
+impl JudgeSpend {
+    /// The calls of `self` that are not in `earlier`, which they include (verdicts judged again
+    /// carry the spend of the verdicts they were judged from).
+    pub fn since(self, earlier: JudgeSpend) -> JudgeSpend {
+        let usage = Usage {
+            input_tokens: self.usage.input_tokens.saturating_sub(earlier.usage.input_tokens),
+            output_tokens: self.usage.output_tokens.saturating_sub(earlier.usage.output_tokens),
+            cached_read_tokens: self.usage.cached_read_tokens.saturating_sub(earlier.usage.cached_read_tokens),
+            cache_write_tokens: self.usage.cache_write_tokens.saturating_sub(earlier.usage.cache_write_tokens),
+            reasoning_tokens: self.usage.reasoning_tokens.saturating_sub(earlier.usage.reasoning_tokens),
+        };
+        JudgeSpend {
+            calls: self.calls.saturating_sub(earlier.calls),
+            usage,
+            cost_usd: (self.cost_usd - earlier.cost_usd).max(0.0),
+            unpriced_calls: self.unpriced_calls.saturating_sub(earlier.unpriced_calls),
+        }
+    }
+}
+
 impl Verdicts {
+    /// The spend of the calls made for these verdicts and not for `previous`, the stored
+    /// verdicts they were judged again from: what a meter that already counted `previous` adds.
+    pub fn spend_since(&self, previous: Option<&Verdicts>) -> JudgeSpend {
+        match previous {
+            Some(previous) if previous.protocol() == self.protocol() => self.spend().since(previous.spend()),
+            _ => self.spend(),
+        }
+    }
+
     pub fn protocol(&self) -> ScoringProtocol {
         match self {
             Verdicts::CrBugBench(_) => ScoringProtocol::CrBugBench,
