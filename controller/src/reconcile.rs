@@ -911,7 +911,9 @@ fn record_judge_metrics(ctx: &Context, key: &RunKey, variant: &str, verdicts: &V
                 ctx.metrics.judge_calls(key, judge, calls, failures);
             }
         }
-        _ => ctx.metrics.judge_calls(key, &judge_model, u64::from(spend.calls), 0),
+        // The call that failed is a judge call too, and its failure.
+        Verdicts::SwePrBenchUnjudged(_) => ctx.metrics.judge_calls(key, &judge_model, u64::from(spend.calls) + 1, 1),
+        Verdicts::SwePrBench(_) => ctx.metrics.judge_calls(key, &judge_model, u64::from(spend.calls), 0),
     }
 }
 

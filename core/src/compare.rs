@@ -324,7 +324,7 @@ pub async fn store_comparison<S: ResultStore>(store: &S, comparison: &RunCompari
 fn human_comments(verdicts: &Verdicts) -> Option<u32> {
     match verdicts {
         Verdicts::SwePrBench(pr) => Some(pr.outcome().scores.human_comments),
-        Verdicts::CrBugBench(_) => None,
+        Verdicts::CrBugBench(_) | Verdicts::SwePrBenchUnjudged(_) => None,
     }
 }
 

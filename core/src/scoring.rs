@@ -19,10 +19,10 @@ use crate::api::{ContextConfig, EvaluationRunSpec, ScoringProtocol};
 use crate::dataset::LoadedTask;
 use crate::findings::ParsedReview;
 use crate::judge::{Judge, Panel, TrialVerdicts};
-use crate::model::{CallError, Endpoint, ModelClient, Usage};
+use crate::model::{Endpoint, ModelClient, Usage};
 use crate::pricing::PricingTable;
 use crate::swe_prbench::{
-    human_comments, AgentOutput, EmbeddingsBackend, PrInput, PrVerdict, SimilarityBackend, SwePrBenchJudge,
+    human_comments, AgentOutput, EmbeddingsBackend, Metering, PrInput, PrVerdict, SimilarityBackend, SwePrBenchJudge,
     SwePrBenchScorer,
 };
 
@@ -37,6 +37,19 @@ pub enum Verdicts {
     CrBugBench(TrialVerdicts),
     #[serde(rename = "swe-prbench")]
     SwePrBench(Box<PrVerdict>),
+    /// A SWE-PRBench judging a provider failure stopped: the trial is unjudged and judged again
+    /// later; the calls that succeeded are in its spend.
+    #[serde(rename = "swe-prbench-unjudged")]
+    SwePrBenchUnjudged(UnjudgedPr),
+}
+
+/// What is kept of a SWE-PRBench judging that a provider failure stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnjudgedPr {
+    /// The failure, for the operator.
+    pub error: String,
+    /// Every successful call of this trial's judgings so far.
+    pub spent: Metering,
 }
 
 // Verdicts written before the protocol tag existed are CRBugBench panels.
@@ -54,6 +67,9 @@ impl<'de> Deserialize<'de> for Verdicts {
             }
             Some("swe-prbench") => {
                 serde_json::from_value(value).map(|v| Verdicts::SwePrBench(Box::new(v))).map_err(D::Error::custom)
+            }
+            Some("swe-prbench-unjudged") => {
+                serde_json::from_value(value).map(Verdicts::SwePrBenchUnjudged).map_err(D::Error::custom)
             }
             Some(other) => Err(D::Error::custom(format!("unknown verdicts protocol {other:?}"))),
         }
@@ -103,7 +119,7 @@ impl Verdicts {
     pub fn protocol(&self) -> ScoringProtocol {
         match self {
             Verdicts::CrBugBench(_) => ScoringProtocol::CrBugBench,
-            Verdicts::SwePrBench(_) => ScoringProtocol::SwePrBench,
+            Verdicts::SwePrBench(_) | Verdicts::SwePrBenchUnjudged(_) => ScoringProtocol::SwePrBench,
         }
     }
 
@@ -112,6 +128,7 @@ impl Verdicts {
         match self {
             Verdicts::CrBugBench(v) => v.first_hit_rank,
             Verdicts::SwePrBench(v) => v.human_comments.iter().filter_map(|h| h.caught_by_rank).min(),
+            Verdicts::SwePrBenchUnjudged(_) => None,
         }
     }
 
@@ -120,11 +137,13 @@ impl Verdicts {
     }
 
     /// Whether the trial is judged: false while missing judge votes leave a CRBugBench pair
-    /// undecided (see [`crate::judge`]); such a trial is not scored and is judged again.
+    /// undecided (see [`crate::judge`]) or a SWE-PRBench judging was stopped by a provider
+    /// failure; such a trial is not scored and is judged again.
     pub fn is_complete(&self) -> bool {
         match self {
             Verdicts::CrBugBench(v) => v.is_complete(),
             Verdicts::SwePrBench(_) => true,
+            Verdicts::SwePrBenchUnjudged(_) => false,
         }
     }
 
@@ -133,8 +152,12 @@ impl Verdicts {
             Verdicts::CrBugBench(v) => {
                 JudgeSpend { calls: v.calls, usage: v.usage, cost_usd: v.cost_usd, unpriced_calls: v.unpriced_calls }
             }
+            Verdicts::SwePrBenchUnjudged(v) => {
+                let m = v.spent;
+                JudgeSpend { calls: m.calls, usage: m.usage, cost_usd: m.cost_usd, unpriced_calls: m.unpriced_calls }
+            }
             Verdicts::SwePrBench(v) => {
-                let m = v.metering();
+                let m = v.metering() + v.earlier_judging;
                 JudgeSpend { calls: m.calls, usage: m.usage, cost_usd: m.cost_usd, unpriced_calls: m.unpriced_calls }
             }
         }
@@ -219,8 +242,9 @@ impl Scorer {
     /// Scores one trial's parsed review against its task's ground truth. `previous`: the same
     /// attempt's stored verdicts, when they are incomplete: a CRBugBench panel keeps their answered
     /// votes and asks the missing ones. A CRBugBench panel records a failed judge call as a
-    /// missing vote ([`crate::judge`]); an `Err` is an infrastructure failure of the SWE-PRBench
-    /// judge: the trial stays unjudged and is judged again later.
+    /// missing vote ([`crate::judge`]); a provider failure of the SWE-PRBench judge or embeddings
+    /// gives [`Verdicts::SwePrBenchUnjudged`] with the calls that succeeded, and the trial is
+    /// judged again later (the new verdicts carry `previous`'s spend, so each call counts once).
     pub async fn score(
         &self,
         task: &LoadedTask,
@@ -246,7 +270,23 @@ impl Scorer {
                     context_config: *context_config,
                     agent: &agent,
                 };
-                Ok(Verdicts::SwePrBench(Box::new(scorer.score_pr(&input).await?)))
+                let earlier = match previous {
+                    Some(previous @ Verdicts::SwePrBenchUnjudged(_)) => previous.spend(),
+                    _ => JudgeSpend::default(),
+                };
+                let earlier = Metering {
+                    calls: earlier.calls,
+                    usage: earlier.usage,
+                    cost_usd: earlier.cost_usd,
+                    unpriced_calls: earlier.unpriced_calls,
+                };
+                Ok(match scorer.score_pr(&input).await {
+                    Ok(verdict) => Verdicts::SwePrBench(Box::new(PrVerdict { earlier_judging: earlier, ..verdict })),
+                    Err(failed) => Verdicts::SwePrBenchUnjudged(UnjudgedPr {
+                        error: failed.error.to_string(),
+                        spent: earlier + failed.spent,
+                    }),
+                })
             }
         }
     }
@@ -254,8 +294,6 @@ impl Scorer {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScoreError {
-    #[error(transparent)]
-    Judge(#[from] CallError),
     #[error(
         "task {task}: the SWE-PRBench protocol scores against human review comments, and this task has ground-truth \
          bugs; use judges.protocol: crbugbench"

@@ -355,6 +355,7 @@ pub fn compact_verdicts(verdicts: &mut Verdicts) {
             pr.matches = Vec::new();
             pr.diff = None;
         }
+        Verdicts::SwePrBenchUnjudged(_) => {}
     }
 }
 

@@ -409,6 +409,11 @@ fn summarise_variant(
                         (hits, None)
                     }
                     Verdicts::SwePrBench(pr) => (hits, Some(pr.outcome())),
+                    // Never complete: the guard above counts it unjudged.
+                    Verdicts::SwePrBenchUnjudged(_) => {
+                        trials.unjudged += 1;
+                        continue;
+                    }
                 }
             }
             (Outcome::Ok, _) => {
