@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use lightsout_core::api::EvaluationRun;
-use lightsout_core::model::{RetryPolicy, DEFAULT_STALL_TIMEOUT};
+use lightsout_core::model::{RateLimitPolicy, RetryPolicy, DEFAULT_STALL_TIMEOUT};
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::{dataset, plan, validate};
 use lightsout_worker::local::{run_local, Event, LocalRun, SandboxCommand};
@@ -81,6 +81,7 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
         env: Box::new(|name| std::env::var(name).ok()),
         retry_delay: Duration::from_secs(2),
         model_retry: RetryPolicy::default(),
+        model_rate_limits: RateLimitPolicy::default(),
         provider_stall_timeout: DEFAULT_STALL_TIMEOUT,
         harness_root: lightsout_worker::harness::default_root(),
         sandbox: sandbox_command(),

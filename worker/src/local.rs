@@ -51,6 +51,9 @@ pub struct LocalRun {
     pub retry_delay: Duration,
     /// Retries of single model calls (rate limits, 5xx) within an attempt.
     pub model_retry: RetryPolicy,
+    /// How model calls share a provider's rate limit, and how many 429s one call accepts
+    /// before it fails (`RateLimitPolicy::default()` outside tests).
+    pub model_rate_limits: RateLimitPolicy,
     /// A provider that sends nothing for this long is hanging: the attempt fails and is retried
     /// (see `ModelClient::with_timeouts`; `DEFAULT_STALL_TIMEOUT` by default).
     pub provider_stall_timeout: Duration,
@@ -221,7 +224,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
         timeout + Duration::from_secs(5),
         Some(config.provider_stall_timeout),
         config.model_retry.clone(),
-        RateLimitPolicy::default(),
+        config.model_rate_limits.clone(),
     );
     let scorer = Scorer::from_spec(spec, &providers.endpoints, &client, &config.pricing)?;
     if scorer.is_none() {

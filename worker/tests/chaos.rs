@@ -6,7 +6,8 @@
 //! The faults are a pure function of the seed and each request, so what the layer served
 //! decides every outcome, and the test derives each expected outcome from the layer's log:
 //! - each trial attempt is one model call; it fails when the client's retry budgets run out
-//!   (`attempts` for 5xx/hangs/garbage/truncation, the rate-limit budget for 429s): the attempt is
+//!   (`attempts` for 5xx/hangs/garbage/truncation, the rate-limit budget for 429s, set small so
+//!   that 429s alone fail some calls): the attempt is
 //!   `infra-failed` (never timed-out or no-findings), and the trial is retried as infrastructure;
 //! - each judge vote is present when its call got an answer, else recorded missing with its
 //!   error, and asked again (only it) on the next run;
@@ -34,6 +35,9 @@ const SEED: u64 = 16;
 const JUDGES: [&str; 3] = ["claude-haiku-4-5", "claude-sonnet-4-5", "claude-opus-4-1"];
 /// The model client's budget of attempts ending in a failure other than 429.
 const ATTEMPTS: u32 = 2;
+/// How many 429s one call accepts: small, so that in a 20% storm some calls run out of it
+/// (0.2³ ≈ 1% of calls) and end as failures like the others.
+const RATE_LIMITED_ATTEMPTS: u32 = 3;
 const STORM: FaultRates = FaultRates {
     rate_limited: 0.20,
     server_error: 0.10,
@@ -104,6 +108,10 @@ fn config(yaml: &str, results: &Path) -> LocalRun {
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(4),
         },
+        model_rate_limits: RateLimitPolicy {
+            rate_limited_attempts: RATE_LIMITED_ATTEMPTS,
+            ..RateLimitPolicy::default()
+        },
         // Short, so a hang costs the test little (the layer holds a hang far longer), yet far
         // above the scripted server's answer time. An answer that is slower all the same is
         // logged as abandoned, and the checks count it as the stall the client saw.
@@ -145,14 +153,13 @@ fn served(request: &ChaosRequest) -> Served {
 /// at an answer (success) or when a retry budget runs out (failure). `Err` when the sequence
 /// stops in the middle of a call (the client gave up early).
 fn calls_of(served: &[Served]) -> Result<Vec<bool>, String> {
-    let rate_limited_budget = RateLimitPolicy::default().rate_limited_attempts;
     let (mut calls, mut failures, mut rate_limited) = (Vec::new(), 0, 0);
     for fault in served {
         let ended = match fault {
             Served::Answer => Some(true),
             Served::Fault(f) if f.is_rate_limit() => {
                 rate_limited += 1;
-                (rate_limited >= rate_limited_budget).then_some(false)
+                (rate_limited >= RATE_LIMITED_ATTEMPTS).then_some(false)
             }
             Served::Fault(_) | Served::Abandoned => {
                 failures += 1;
@@ -321,16 +328,25 @@ fn check_against_the_layer(log: &[ChaosRequest], results: &Path, report: &LocalR
     (infra_failed, unjudged)
 }
 
+/// The rows of [`fault_table`] for calls that failed because their 429s ran out of the budget:
+/// an agent's (an infra-failed attempt) and a judge's (a missing vote).
+const AGENT_RATE_LIMIT_EXHAUSTED: &str = "429 budget out: agent";
+const JUDGE_RATE_LIMIT_EXHAUSTED: &str = "429 budget out: judge";
+
 fn fault_table(log: &[ChaosRequest]) -> BTreeMap<String, FaultTally> {
     let mut table: BTreeMap<String, FaultTally> = BTreeMap::new();
     let mut by_key: HashMap<&str, Vec<Served>> = HashMap::new();
+    let mut judged_keys = std::collections::HashSet::new();
     for request in log {
         by_key.entry(request.key.as_str()).or_default().push(served(request));
+        if JUDGES.contains(&request.body["model"].as_str().unwrap_or_default()) {
+            judged_keys.insert(request.key.as_str());
+        }
         if let Some(fault) = request.fault {
             table.entry(fault.name()).or_default().served += 1;
         }
     }
-    for served in by_key.values() {
+    for (key, served) in &by_key {
         let (mut start, calls) = (0, calls_of(served).unwrap());
         // Walk the sequence call by call: each call's faults are those up to its end.
         let mut ends = Vec::new();
@@ -340,7 +356,7 @@ fn fault_table(log: &[ChaosRequest]) -> BTreeMap<String, FaultTally> {
                 Served::Answer => true,
                 Served::Fault(f) if f.is_rate_limit() => {
                     rate_limited += 1;
-                    rate_limited >= RateLimitPolicy::default().rate_limited_attempts
+                    rate_limited >= RATE_LIMITED_ATTEMPTS
                 }
                 Served::Fault(_) | Served::Abandoned => {
                     failures += 1;
@@ -353,6 +369,11 @@ fn fault_table(log: &[ChaosRequest]) -> BTreeMap<String, FaultTally> {
             }
         }
         for (end, ok) in ends.into_iter().zip(calls) {
+            if !ok && matches!(served[end], Served::Fault(f) if f.is_rate_limit()) {
+                let row =
+                    if judged_keys.contains(key) { JUDGE_RATE_LIMIT_EXHAUSTED } else { AGENT_RATE_LIMIT_EXHAUSTED };
+                table.entry(row.into()).or_default().failed_calls += 1;
+            }
             let mut met: Vec<String> = served[start..=end]
                 .iter()
                 .filter_map(|s| match s {
@@ -420,7 +441,14 @@ async fn a_provider_storm_is_classified_retried_and_metered_exactly() {
         let tally = table.get(fault).unwrap_or_else(|| panic!("{fault} was never served"));
         assert!(tally.recovered_calls > 0, "{fault}: some call recovered from it");
     }
-    for fault in ["hang", "garbage body", "truncated body", "truncated SSE"] {
+    for fault in [
+        "hang",
+        "garbage body",
+        "truncated body",
+        "truncated SSE",
+        AGENT_RATE_LIMIT_EXHAUSTED,
+        JUDGE_RATE_LIMIT_EXHAUSTED,
+    ] {
         assert!(table[fault].failed_calls > 0, "{fault}: some call failed on it");
     }
     assert!(!first.unfinished.is_empty());

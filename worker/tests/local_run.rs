@@ -66,6 +66,7 @@ fn config(yaml: &str, results: &Path) -> LocalRun {
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(5),
         },
+        model_rate_limits: lightsout_core::model::RateLimitPolicy::default(),
         provider_stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
         harness_root: results.join("harnesses"),
         sandbox: None,
