@@ -393,6 +393,13 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                                 });
                             }
                         }
+                        if let Verdicts::SwePrBenchUnjudged(unjudged) = &verdicts {
+                            on_event(Event::JudgingFailed {
+                                variant: variant.name.clone(),
+                                task: loaded.task.id.clone(),
+                                error: unjudged.error.clone(),
+                            });
+                        }
                     }
                     Err(e) => on_event(Event::JudgingFailed {
                         variant: variant.name.clone(),

@@ -372,3 +372,91 @@ async fn a_time_limit_spent_on_a_failing_provider_is_infra_and_on_a_slow_answer_
     let v = only_variant(&report.summary);
     assert_eq!((v.trials.timed_out, v.trials.infra_failed, v.scored), (4, 0, 4), "timed-out is scored as no finding");
 }
+
+/// The `verdicts.json` files under `dir`, parsed.
+fn stored_verdicts(dir: &Path) -> Vec<lightsout_core::scoring::Verdicts> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == "verdicts.json") {
+                out.push(serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// A SWE-PRBench judge that fails mid-judging (its stricter retry refused) leaves the trial
+/// unjudged with the first answer's usage counted; the run says so, and running it again judges
+/// the trial, counting that usage once more nowhere.
+#[tokio::test]
+async fn a_swe_prbench_judging_a_provider_stops_is_unjudged_keeps_its_paid_calls_and_a_rerun_finishes_it() {
+    use lightsout_core::scoring::Verdicts;
+
+    let agent = server(Faults::default(), "agent-secret").await;
+    // The malformed judge answers prose first; every second request, its stricter retry, is
+    // refused (a 400 is not retried). One trial at a time, so each judging meets that order.
+    let judge = server(Faults { status_every_nth: Some((400, 2)), ..Faults::default() }, "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/swe-prbench/tasks.jsonl");
+    let yaml = format!(
+        r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {{name: swe-unjudged}}
+spec:
+  dataset: {{format: swe-prbench, source: "file://{}", sample: {{size: 2, seed: 1}}}}
+  agent: {{harness: {{name: single-shot, version: "1.0.0"}}, prompt: {{preset: swe-prbench}}, timeout: 30s}}
+  matrix: {{models: [{{name: gpt-5-mini, provider: agent}}]}}
+  judges: {{panel: [{{name: swe-judge-malformed, provider: judge}}]}}
+  providers:
+    agent: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: AGENT_KEY}}
+    judge: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: JUDGE_KEY}}
+  storage: {{results: "file:///unused"}}
+  parallelism: 1
+"#,
+        tasks.display(),
+        agent.base_url(),
+        judge.base_url()
+    );
+    let (first, events) = run(config(&yaml, dir.path())).await;
+    assert_eq!((first.unfinished.unjudged, first.unfinished.infra_failed), (2, 0), "{:?}", first.unfinished);
+    let failures: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::JudgingFailed { error, .. } => Some(error.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failures.len(), 2, "{events:?}");
+    assert!(failures.iter().all(|e| e.contains("400")), "{failures:?}");
+    let unjudged = stored_verdicts(dir.path());
+    assert_eq!(unjudged.len(), 2);
+    let kept: Vec<_> = unjudged
+        .iter()
+        .map(|v| match v {
+            Verdicts::SwePrBenchUnjudged(u) => u.spent,
+            other => panic!("not unjudged: {other:?}"),
+        })
+        .collect();
+    assert!(kept.iter().all(|m| m.calls == 1 && m.usage.input_tokens > 0), "the first answers were paid for: {kept:?}");
+    let kept_tokens: lightsout_core::model::Usage = kept.iter().map(|m| m.usage).sum();
+    assert_eq!(first.summary.tokens.judge, kept_tokens, "the summary counts the paid calls of the stopped judgings");
+
+    judge.set_faults(Faults::default());
+    let (second, _) = run(config(&yaml, dir.path())).await;
+    assert!(second.unfinished.is_empty(), "{:?}", second.unfinished);
+    let judged = stored_verdicts(dir.path());
+    let mut new_tokens = lightsout_core::model::Usage::default();
+    for verdicts in &judged {
+        let Verdicts::SwePrBench(pr) = verdicts else { panic!("not judged: {verdicts:?}") };
+        assert_eq!(pr.earlier_judging.calls, 1, "the stopped judging's call is carried once");
+        new_tokens += pr.metering().usage;
+    }
+    assert_eq!(second.summary.tokens.judge, kept_tokens + new_tokens, "every judge call counted once");
+    assert_eq!(only_variant(&second.summary).scored, 2);
+}
