@@ -194,3 +194,52 @@ fn swe_prbench_without_embeddings_says_lexical_prominently() {
     assert!(summary["notices"][0].as_str().unwrap().contains("LEXICAL"), "{summary}");
     assert_eq!(summary["variants"][0]["swe_prbench"]["similarity"], serde_json::json!(["lexical"]));
 }
+
+/// A provider outage: `lightsout run` says what it left unfinished and exits 3; once the
+/// provider is back (here: no key, so the scripted server answers), the same command finishes
+/// the infra-failed trials and the missing judge votes, and exits 0.
+#[test]
+fn a_run_with_unfinished_trials_exits_3_and_a_rerun_finishes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = common::write_run(
+        dir.path(),
+        "outage.yaml",
+        &common::quickstart_with(&[
+            // Nothing listens on port 9 of loopback: every call is refused at once.
+            ("baseUrl: https://api.openai.com/v1", "baseUrl: http://127.0.0.1:9/v1"),
+            (
+                "source: file://datasets/sample/crbugbench.jsonl",
+                "source: file://datasets/sample/crbugbench.jsonl\n    filter: {ids: [pyledger-001]}",
+            ),
+            ("retries: 2", "retries: 0"),
+        ]),
+    );
+    let results = format!("file://{}", dir.path().join("results").display());
+    let outage = std::process::Command::new(env!("CARGO_BIN_EXE_lightsout"))
+        .args(["run", "-f", &run, "--results", &results])
+        .current_dir(common::repo_root())
+        .env("OPENAI_API_KEY", "sk-unreachable")
+        .env_remove("ANTHROPIC_API_KEY")
+        .output()
+        .unwrap();
+    let (out, err) = (common::stdout(&outage), common::stderr(&outage));
+    assert_eq!(outage.status.code(), Some(3), "stdout:\n{out}\nstderr:\n{err}");
+    // The OpenAI trials failed on infrastructure; the Anthropic ones reviewed, but two of their
+    // three judges are at OpenAI: their votes are missing and every pair undecided.
+    assert!(out.contains("trials: 4 planned, 0 pending, 2 infra-failed, 2 unjudged"), "{out}");
+    assert!(err.contains("unfinished: 2 infra-failed, 2 unjudged; run the same command again"), "{err}");
+    assert!(err.contains("judge votes missing"), "{err}");
+
+    let again = common::lightsout(&["run", "-f", &run, "--results", &results]);
+    let (out, err) = (common::stdout(&again), common::stderr(&again));
+    assert!(again.status.success(), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("2 already finished, 2 to run"), "infra-failed trials are run again: {err}");
+    assert!(out.contains("trials: 4 planned, 0 pending, 0 infra-failed, 0 unjudged"), "{out}");
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("results/runs/quickstart/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!((summary["trials"]["ok"].as_u64(), summary["trials"]["unjudged"].as_u64()), (Some(4), Some(0)));
+    for v in summary["variants"].as_array().unwrap() {
+        assert_eq!(v["scored"], 1, "{v}");
+    }
+}

@@ -81,7 +81,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Compare(args) => return compare::main(args),
-        Command::Run { file, results, pricing } => run::run(&file, results, pricing.as_deref()),
+        Command::Run { file, results, pricing } => match run::run(&file, results, pricing.as_deref()) {
+            Ok(finished) => return finished.exit_code(),
+            Err(e) => Err(e),
+        },
         Command::Validate { file } => run::validate(&file),
         Command::Report(args) => report::report(&args),
         Command::Crdgen { out, check, kind } => crdgen::crdgen(kind, out.as_deref(), check),

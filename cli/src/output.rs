@@ -65,9 +65,11 @@ pub fn summary_table(summary: &RunSummary) -> String {
     let s = &summary.spend;
     let _ = writeln!(
         out,
-        "trials: {} planned, {} pending; spend {:.4} USD (agents {:.4}, judges {:.4}){}",
+        "trials: {} planned, {} pending, {} infra-failed, {} unjudged; spend {:.4} USD (agents {:.4}, judges {:.4}){}",
         summary.trials.planned,
         summary.trials.pending,
+        summary.trials.infra_failed,
+        summary.trials.unjudged,
         s.total_usd,
         s.agent_usd,
         s.judge_usd,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use lightsout_core::api::EvaluationRun;
-use lightsout_core::model::RetryPolicy;
+use lightsout_core::model::{RateLimitPolicy, RetryPolicy, DEFAULT_STALL_TIMEOUT};
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::{dataset, plan, validate};
 use lightsout_worker::local::{run_local, Event, LocalRun, SandboxCommand};
@@ -42,7 +42,29 @@ pub fn validate(file: &Path) -> anyhow::Result<()> {
     output::print(text)
 }
 
-pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyhow::Result<()> {
+/// How `lightsout run` ended, short of an error (exit code 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every trial is final and every review judged: exit code 0.
+    Finished,
+    /// Some trials are pending, failed on infrastructure on every attempt, or unjudged: exit code
+    /// 3. Running the same command again finishes them.
+    Unfinished,
+}
+
+/// The exit code of a run with trials left to finish.
+pub const EXIT_UNFINISHED: u8 = 3;
+
+impl RunEnd {
+    pub fn exit_code(self) -> std::process::ExitCode {
+        match self {
+            RunEnd::Finished => std::process::ExitCode::SUCCESS,
+            RunEnd::Unfinished => std::process::ExitCode::from(EXIT_UNFINISHED),
+        }
+    }
+}
+
+pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyhow::Result<RunEnd> {
     let run = read_run(file)?;
     let pricing = match pricing {
         Some(path) => {
@@ -59,6 +81,8 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
         env: Box::new(|name| std::env::var(name).ok()),
         retry_delay: Duration::from_secs(2),
         model_retry: RetryPolicy::default(),
+        model_rate_limits: RateLimitPolicy::default(),
+        provider_stall_timeout: DEFAULT_STALL_TIMEOUT,
         harness_root: lightsout_worker::harness::default_root(),
         sandbox: sandbox_command(),
         upload_deadline: Duration::from_secs(600),
@@ -97,7 +121,15 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
     let runtime = tokio::runtime::Runtime::new()?;
     let report = runtime.block_on(run_local(config, on_event))?;
     bar.finish_and_clear();
-    output::print(format!("{}summary: {}\n", output::summary_table(&report.summary), report.summary_uri))
+    output::print(format!("{}summary: {}\n", output::summary_table(&report.summary), report.summary_uri))?;
+    if report.unfinished.is_empty() {
+        return Ok(RunEnd::Finished);
+    }
+    eprintln!(
+        "unfinished: {}; run the same command again to finish them (exit code {EXIT_UNFINISHED})",
+        report.unfinished.describe()
+    );
+    Ok(RunEnd::Unfinished)
 }
 
 pub fn scripted_server(api_key: Option<String>, listen: std::net::SocketAddr) -> anyhow::Result<()> {

@@ -792,7 +792,8 @@ fn count_final_trials(ctx: &Context, prepared: &PreparedRun, state: &mut RunStat
     }
 }
 
-/// Trials whose final result is a review that still needs its verdicts.
+/// Trials whose final result is a review that still needs its verdicts (none, or incomplete:
+/// missing judge votes leave a pair undecided).
 fn needing_verdicts<'a>(
     prepared: &'a PreparedRun,
     state: &'a RunState,
@@ -802,7 +803,7 @@ fn needing_verdicts<'a>(
     let judged = prepared.scorer.is_some();
     prepared.plan.trials.iter().enumerate().filter_map(move |(index, trial)| {
         let result = stored.final_result(&trial.id, max_attempts)?;
-        (judged && result.outcome == Outcome::Ok && stored.verdicts(&trial.id, result.attempt).is_none())
+        (judged && result.outcome == Outcome::Ok && !stored.is_judged(&trial.id, result.attempt))
             .then_some((index, result))
     })
 }
@@ -833,16 +834,16 @@ async fn judge_reviews(
     // Collected first: a lazy iterator borrowing `prepared` inside the stream trips rustc's
     // `Send` inference for the reconcile future.
     let jobs: Vec<_> = batch.into_iter().map(|(index, attempt)| judge_one(prepared.clone(), index, attempt)).collect();
-    let outcomes: Vec<(usize, u32, Result<Verdicts, String>)> =
+    let outcomes: Vec<(usize, u32, Result<Rejudged, String>)> =
         stream::iter(jobs).buffer_unordered(ctx.settings.judge_concurrency.max(1)).collect().await;
 
     let mut failures = Vec::new();
     for (index, attempt, verdicts) in outcomes {
         let trial = &prepared.plan.trials[index];
         match verdicts {
-            Ok(mut verdicts) => {
+            Ok(Rejudged { mut verdicts, previous }) => {
                 let variant = &prepared.plan.variants[trial.variant as usize];
-                record_judge_metrics(ctx, key, &variant.name, &verdicts);
+                record_judge_metrics(ctx, key, &variant.name, &verdicts, previous.as_ref());
                 compact_verdicts(&mut verdicts);
                 state.stored.as_mut().expect("stored").insert_verdicts(&trial.id, attempt, verdicts);
                 state.summary_dirty = true;
@@ -872,8 +873,14 @@ async fn judge_reviews(
     awaiting_judges(prepared, state, max_attempts) == 0
 }
 
+/// New verdicts and the stored ones they were judged again from, whose calls are already metered.
+struct Rejudged {
+    verdicts: Verdicts,
+    previous: Option<Verdicts>,
+}
+
 /// Judges the stored review of attempt `attempt` of planned trial `index` and stores its verdicts.
-async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> (usize, u32, Result<Verdicts, String>) {
+async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> (usize, u32, Result<Rejudged, String>) {
     let Some(scorer) = prepared.scorer.as_ref() else { return (index, attempt, Err("the run has no judges".into())) };
     let store = &prepared.store;
     let trial = &prepared.plan.trials[index];
@@ -889,17 +896,25 @@ async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> (u
             .ok_or_else(|| format!("{} is missing", store.uri(&findings_key)))?;
         let review: ParsedReview =
             serde_json::from_slice(&bytes).map_err(|e| format!("{} is not valid: {e}", store.uri(&findings_key)))?;
-        let verdicts = scorer.score(task, &review).await.map_err(|e| e.to_string())?;
+        // Incomplete verdicts keep their answered votes; only the missing ones are asked again.
+        let previous: Option<Verdicts> = match store.get(&verdicts_key).await {
+            Ok(Some(bytes)) => serde_json::from_slice(&bytes).ok(),
+            Ok(None) => None,
+            Err(e) => return Err(format!("{}: {e}", store.uri(&verdicts_key))),
+        };
+        let verdicts = scorer.score(task, &review, previous.as_ref()).await.map_err(|e| e.to_string())?;
         let bytes = serde_json::to_vec_pretty(&verdicts).expect("verdicts serialise");
         store.put(&verdicts_key, &bytes).await.map_err(|e| format!("{}: {e}", store.uri(&verdicts_key)))?;
-        Ok::<_, String>(verdicts)
+        Ok::<_, String>(Rejudged { verdicts, previous })
     }
     .await;
     (index, attempt, verdicts)
 }
 
-fn record_judge_metrics(ctx: &Context, key: &RunKey, variant: &str, verdicts: &Verdicts) {
-    let spend = verdicts.spend();
+/// Meters the judge calls made for `verdicts` and not already for `previous` (kept votes were
+/// metered when they were asked): every call is counted once.
+fn record_judge_metrics(ctx: &Context, key: &RunKey, variant: &str, verdicts: &Verdicts, previous: Option<&Verdicts>) {
+    let spend = verdicts.spend_since(previous);
     let judge_model = match verdicts {
         Verdicts::CrBugBench(v) => v.judges.join(","),
         _ => "judge".to_string(),
@@ -909,16 +924,24 @@ fn record_judge_metrics(ctx: &Context, key: &RunKey, variant: &str, verdicts: &V
     match verdicts {
         Verdicts::CrBugBench(v) => {
             let mut by_judge: HashMap<&str, (u64, u64)> = HashMap::new();
-            for vote in &v.votes {
+            let previous = match previous {
+                Some(Verdicts::CrBugBench(previous)) => Some(previous),
+                _ => None,
+            };
+            for vote in v.votes_asked_since(previous) {
                 let entry = by_judge.entry(vote.judge.as_str()).or_default();
                 entry.0 += 1;
-                entry.1 += u64::from(vote.value == VoteValue::Failed);
+                // A missing vote (the call failed) is a failed judge call as much as an
+                // unreadable answer is.
+                entry.1 += u64::from(matches!(vote.value, VoteValue::Failed | VoteValue::Missing));
             }
             for (judge, (calls, failures)) in by_judge {
                 ctx.metrics.judge_calls(key, judge, calls, failures);
             }
         }
-        _ => ctx.metrics.judge_calls(key, &judge_model, u64::from(spend.calls), 0),
+        // The call that failed is a judge call too, and its failure.
+        Verdicts::SwePrBenchUnjudged(_) => ctx.metrics.judge_calls(key, &judge_model, u64::from(spend.calls) + 1, 1),
+        Verdicts::SwePrBench(_) => ctx.metrics.judge_calls(key, &judge_model, u64::from(spend.calls), 0),
     }
 }
 

@@ -421,7 +421,16 @@ mod tests {
     }
 
     fn counts(planned: u32, pending: u32, ok: u32, agent_failed: u32, infra_failed: u32) -> OutcomeCounts {
-        OutcomeCounts { planned, pending, ok, agent_failed, timed_out: 0, budget_exceeded: 0, infra_failed }
+        OutcomeCounts {
+            planned,
+            pending,
+            ok,
+            agent_failed,
+            timed_out: 0,
+            budget_exceeded: 0,
+            infra_failed,
+            unjudged: 0,
+        }
     }
 
     fn variant(name: &str, recall: &[(u32, f64)], total_usd: f64) -> VariantSummary {
@@ -527,6 +536,7 @@ mod tests {
             timed_out: 2,
             budget_exceeded: 1,
             infra_failed: 2,
+            unjudged: 0,
         };
         let s = summary(trials, vec![]);
         let status = compute_status(None, &observed(Some(&s), 5, 0));

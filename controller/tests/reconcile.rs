@@ -426,3 +426,76 @@ async fn changing_the_trials_of_a_started_run_is_refused() {
     assert_eq!(cluster.jobs().await.len(), 2, "nothing new starts");
     let _ = NAMESPACE;
 }
+
+/// Sums the samples of a metric family whose labels include every one of `labels`.
+fn metric_sum(text: &str, family: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|line| line.starts_with(&format!("{family}{{")) && labels.iter().all(|l| line.contains(l)))
+        .map(|line| line.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+fn stored_verdicts(cluster: &Cluster) -> Vec<lightsout_core::judge::TrialVerdicts> {
+    cluster
+        .keys()
+        .iter()
+        .filter(|k| k.ends_with("/verdicts.json"))
+        .map(|key| {
+            let text = cluster
+                .moto
+                .python(&format!("print(s3.get_object(Bucket='results', Key='{key}')['Body'].read().decode())"));
+            match serde_json::from_str(&text).unwrap() {
+                lightsout_core::scoring::Verdicts::CrBugBench(v) => v,
+                other => panic!("{key}: a CRBugBench run stored {other:?}"),
+            }
+        })
+        .collect()
+}
+
+/// Judge calls that fail leave votes missing; asking them again meters only the new calls: the
+/// judge tokens in the metrics are those of the stored verdicts (every successful call once),
+/// and every vote asked is one judge call in the metrics.
+#[tokio::test]
+async fn judging_missing_votes_again_meters_only_the_new_calls() {
+    use lightsout_core::judge::VoteValue;
+    use lightsout_core::scripted::Faults;
+
+    let cluster = Cluster::start_with(|run| run.spec.parallelism = 6).await;
+    cluster.reconcile().await;
+    assert_eq!(cluster.run_active(PodEnd::Worker).await, 6, "every trial runs before any judging");
+    // Every second judge call is refused (a 400 is not retried): its vote is missing.
+    cluster.scripted.set_faults(Faults { status_every_nth: Some((400, 2)), ..Faults::default() });
+    cluster.reconcile().await;
+    let first = stored_verdicts(&cluster);
+    assert_eq!(first.len(), 6);
+    let first_missing: usize =
+        first.iter().map(|v| v.votes.iter().filter(|vote| vote.value == VoteValue::Missing).count()).sum();
+    assert!(
+        first.iter().any(|v| !v.is_complete() && v.votes.iter().any(|vote| vote.value != VoteValue::Missing)),
+        "a trial is left unjudged with answered votes to keep"
+    );
+
+    cluster.scripted.set_faults(Faults::default());
+    let run = run_to_completion(&cluster, 5).await;
+    assert_eq!(run.status.unwrap().trials.succeeded, 6);
+    let last = stored_verdicts(&cluster);
+    assert!(last.iter().all(|v| v.is_complete() && v.missing_votes == 0));
+
+    let metrics = cluster.metrics.encode();
+    for kind in ["input", "output"] {
+        let metered =
+            metric_sum(&metrics, "lightsout_tokens_total", &[r#"role="judge""#, &format!(r#"kind="{kind}""#)]);
+        let stored: u64 =
+            last.iter().map(|v| if kind == "input" { v.usage.input_tokens } else { v.usage.output_tokens }).sum();
+        assert_eq!(metered, stored as f64, "judge {kind} tokens metered once each:\n{metrics}");
+    }
+    let votes: usize = last.iter().map(|v| v.votes.len()).sum();
+    let failed: usize =
+        last.iter().map(|v| v.votes.iter().filter(|vote| vote.value == VoteValue::Failed).count()).sum();
+    assert_eq!(
+        metric_sum(&metrics, "lightsout_judge_calls_total", &[]),
+        (votes + first_missing) as f64,
+        "each vote asked is one judge call: the final votes and the calls that failed first"
+    );
+    assert_eq!(metric_sum(&metrics, "lightsout_judge_failures_total", &[]), (first_missing + failed) as f64);
+}

@@ -362,6 +362,8 @@ spec:
                 env: Box::new(|_| None),
                 retry_delay: Duration::from_millis(1),
                 model_retry: RetryPolicy::default(),
+                model_rate_limits: lightsout_core::model::RateLimitPolicy::default(),
+                provider_stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
                 harness_root: results.path().join("harnesses"),
                 sandbox: None,
                 upload_deadline: Duration::from_secs(10),

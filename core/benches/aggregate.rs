@@ -171,6 +171,7 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                         reason: String::new(),
                         answer: String::new(),
                         attempts: 1,
+                        error: String::new(),
                     });
                 }
                 let matched = decide(VoteRule::Majority, &values);
@@ -181,7 +182,9 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                     yes: count(VoteValue::Yes),
                     no: count(VoteValue::No),
                     failed: count(VoteValue::Failed),
+                    missing: 0,
                     matched,
+                    undecided: false,
                 });
                 if matched && first_hit_rank.is_none() {
                     first_hit_rank = Some(rank);
@@ -201,6 +204,8 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 cost_usd: 0.01,
                 unpriced_calls: 0,
                 calls: (FINDINGS_PER_TRIAL * JUDGES) as u32,
+                missing_votes: 0,
+                undecided_pairs: 0,
                 held_ratings: None,
             };
             let result = TrialResult {
@@ -233,6 +238,7 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 isolation: None,
             };
             records.push(TrialRecord {
+                earlier_attempts: None,
                 variant: v as u32,
                 task: result.task_id.clone(),
                 repeat: 0,

@@ -90,6 +90,7 @@ fn run(name: &str, planted_drop: f64) -> ComparedRun {
                 });
                 trials.push(StoredTrialRef { id: format!("trial-{v}-{task:05}-{repeat}"), attempt: 1, attempts: 1 });
                 records.push(TrialRecord {
+                    earlier_attempts: None,
                     variant: v as u32,
                     task: format!("task-{task:05}"),
                     repeat: repeat as u32,

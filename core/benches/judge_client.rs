@@ -111,14 +111,10 @@ async fn run() {
     let mut judged = 0;
     let mut failed_votes = 0;
     let mut errors = Vec::new();
-    for outcome in outcomes {
-        match outcome {
-            Ok(verdicts) => {
-                judged += verdicts.votes.len();
-                failed_votes += verdicts.votes.iter().filter(|v| v.value == VoteValue::Failed).count();
-            }
-            Err(e) => errors.push(e.to_string()),
-        }
+    for verdicts in outcomes {
+        judged += verdicts.votes.len();
+        failed_votes += verdicts.votes.iter().filter(|v| v.value == VoteValue::Failed).count();
+        errors.extend(verdicts.votes.iter().filter(|v| v.value == VoteValue::Missing).map(|v| v.error.clone()));
     }
     let lost = expected - judged + failed_votes;
     let log = server.requests();

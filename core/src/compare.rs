@@ -289,6 +289,7 @@ pub async fn load_run<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<Co
             attempts: trial.results.len() as u32,
         });
         records.push(TrialRecord {
+            earlier_attempts: state.earlier_spend(trial_id, result.as_ref().map(|r| r.attempt)),
             variant,
             task: identity.task_id.clone(),
             repeat: identity.repeat,
@@ -323,7 +324,7 @@ pub async fn store_comparison<S: ResultStore>(store: &S, comparison: &RunCompari
 fn human_comments(verdicts: &Verdicts) -> Option<u32> {
     match verdicts {
         Verdicts::SwePrBench(pr) => Some(pr.outcome().scores.human_comments),
-        Verdicts::CrBugBench(_) => None,
+        Verdicts::CrBugBench(_) | Verdicts::SwePrBenchUnjudged(_) => None,
     }
 }
 
@@ -756,6 +757,7 @@ mod tests {
                         attempts: 1,
                     });
                     records.push(TrialRecord {
+                        earlier_attempts: None,
                         variant: v as u32,
                         task: format!("task-{task:02}"),
                         repeat: repeat as u32,

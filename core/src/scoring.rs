@@ -19,14 +19,17 @@ use crate::api::{ContextConfig, EvaluationRunSpec, ScoringProtocol};
 use crate::dataset::LoadedTask;
 use crate::findings::ParsedReview;
 use crate::judge::{Judge, Panel, TrialVerdicts};
-use crate::model::{CallError, Endpoint, ModelClient, Usage};
+use crate::model::{Endpoint, ModelClient, Usage};
 use crate::pricing::PricingTable;
 use crate::swe_prbench::{
-    human_comments, AgentOutput, EmbeddingsBackend, PrInput, PrVerdict, SimilarityBackend, SwePrBenchJudge,
+    human_comments, AgentOutput, EmbeddingsBackend, Metering, PrInput, PrVerdict, SimilarityBackend, SwePrBenchJudge,
     SwePrBenchScorer,
 };
 
 /// A trial's verdicts under either protocol, tagged with it in `verdicts.json`.
+// Not boxed: CRBugBench verdicts are the common case (a controller holds one per trial), so the
+// enum's size is theirs anyway; boxing would add an allocation to each.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "protocol")]
 pub enum Verdicts {
@@ -34,6 +37,19 @@ pub enum Verdicts {
     CrBugBench(TrialVerdicts),
     #[serde(rename = "swe-prbench")]
     SwePrBench(Box<PrVerdict>),
+    /// A SWE-PRBench judging a provider failure stopped: the trial is unjudged and judged again
+    /// later; the calls that succeeded are in its spend.
+    #[serde(rename = "swe-prbench-unjudged")]
+    SwePrBenchUnjudged(UnjudgedPr),
+}
+
+/// What is kept of a SWE-PRBench judging that a provider failure stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnjudgedPr {
+    /// The failure, for the operator.
+    pub error: String,
+    /// Every successful call of this trial's judgings so far.
+    pub spent: Metering,
 }
 
 // Verdicts written before the protocol tag existed are CRBugBench panels.
@@ -52,6 +68,9 @@ impl<'de> Deserialize<'de> for Verdicts {
             Some("swe-prbench") => {
                 serde_json::from_value(value).map(|v| Verdicts::SwePrBench(Box::new(v))).map_err(D::Error::custom)
             }
+            Some("swe-prbench-unjudged") => {
+                serde_json::from_value(value).map(Verdicts::SwePrBenchUnjudged).map_err(D::Error::custom)
+            }
             Some(other) => Err(D::Error::custom(format!("unknown verdicts protocol {other:?}"))),
         }
     }
@@ -67,11 +86,40 @@ pub struct JudgeSpend {
     pub unpriced_calls: u32,
 }
 
+impl JudgeSpend {
+    /// The calls of `self` that are not in `earlier`, which they include (verdicts judged again
+    /// carry the spend of the verdicts they were judged from).
+    pub fn since(self, earlier: JudgeSpend) -> JudgeSpend {
+        let usage = Usage {
+            input_tokens: self.usage.input_tokens.saturating_sub(earlier.usage.input_tokens),
+            output_tokens: self.usage.output_tokens.saturating_sub(earlier.usage.output_tokens),
+            cached_read_tokens: self.usage.cached_read_tokens.saturating_sub(earlier.usage.cached_read_tokens),
+            cache_write_tokens: self.usage.cache_write_tokens.saturating_sub(earlier.usage.cache_write_tokens),
+            reasoning_tokens: self.usage.reasoning_tokens.saturating_sub(earlier.usage.reasoning_tokens),
+        };
+        JudgeSpend {
+            calls: self.calls.saturating_sub(earlier.calls),
+            usage,
+            cost_usd: (self.cost_usd - earlier.cost_usd).max(0.0),
+            unpriced_calls: self.unpriced_calls.saturating_sub(earlier.unpriced_calls),
+        }
+    }
+}
+
 impl Verdicts {
+    /// The spend of the calls made for these verdicts and not for `previous`, the stored
+    /// verdicts they were judged again from: what a meter that already counted `previous` adds.
+    pub fn spend_since(&self, previous: Option<&Verdicts>) -> JudgeSpend {
+        match previous {
+            Some(previous) if previous.protocol() == self.protocol() => self.spend().since(previous.spend()),
+            _ => self.spend(),
+        }
+    }
+
     pub fn protocol(&self) -> ScoringProtocol {
         match self {
             Verdicts::CrBugBench(_) => ScoringProtocol::CrBugBench,
-            Verdicts::SwePrBench(_) => ScoringProtocol::SwePrBench,
+            Verdicts::SwePrBench(_) | Verdicts::SwePrBenchUnjudged(_) => ScoringProtocol::SwePrBench,
         }
     }
 
@@ -80,6 +128,7 @@ impl Verdicts {
         match self {
             Verdicts::CrBugBench(v) => v.first_hit_rank,
             Verdicts::SwePrBench(v) => v.human_comments.iter().filter_map(|h| h.caught_by_rank).min(),
+            Verdicts::SwePrBenchUnjudged(_) => None,
         }
     }
 
@@ -87,13 +136,28 @@ impl Verdicts {
         self.first_hit_rank().is_some_and(|rank| rank <= k)
     }
 
+    /// Whether the trial is judged: false while missing judge votes leave a CRBugBench pair
+    /// undecided (see [`crate::judge`]) or a SWE-PRBench judging was stopped by a provider
+    /// failure; such a trial is not scored and is judged again.
+    pub fn is_complete(&self) -> bool {
+        match self {
+            Verdicts::CrBugBench(v) => v.is_complete(),
+            Verdicts::SwePrBench(_) => true,
+            Verdicts::SwePrBenchUnjudged(_) => false,
+        }
+    }
+
     pub fn spend(&self) -> JudgeSpend {
         match self {
             Verdicts::CrBugBench(v) => {
                 JudgeSpend { calls: v.calls, usage: v.usage, cost_usd: v.cost_usd, unpriced_calls: v.unpriced_calls }
             }
+            Verdicts::SwePrBenchUnjudged(v) => {
+                let m = v.spent;
+                JudgeSpend { calls: m.calls, usage: m.usage, cost_usd: m.cost_usd, unpriced_calls: m.unpriced_calls }
+            }
             Verdicts::SwePrBench(v) => {
-                let m = v.metering();
+                let m = v.metering() + v.earlier_judging;
                 JudgeSpend { calls: m.calls, usage: m.usage, cost_usd: m.cost_usd, unpriced_calls: m.unpriced_calls }
             }
         }
@@ -175,12 +239,26 @@ impl Scorer {
         }
     }
 
-    /// Scores one trial's parsed review against its task's ground truth. An `Err` is an
-    /// infrastructure failure of a judge: the trial stays unjudged and is judged again later.
-    pub async fn score(&self, task: &LoadedTask, review: &ParsedReview) -> Result<Verdicts, ScoreError> {
+    /// Scores one trial's parsed review against its task's ground truth. `previous`: the same
+    /// attempt's stored verdicts, when they are incomplete: a CRBugBench panel keeps their answered
+    /// votes and asks the missing ones. A CRBugBench panel records a failed judge call as a
+    /// missing vote ([`crate::judge`]); a provider failure of the SWE-PRBench judge or embeddings
+    /// gives [`Verdicts::SwePrBenchUnjudged`] with the calls that succeeded, and the trial is
+    /// judged again later (the new verdicts carry `previous`'s spend, so each call counts once).
+    pub async fn score(
+        &self,
+        task: &LoadedTask,
+        review: &ParsedReview,
+        previous: Option<&Verdicts>,
+    ) -> Result<Verdicts, ScoreError> {
         match self {
             Scorer::CrBugBench { panel, k_max } => {
-                Ok(Verdicts::CrBugBench(panel.judge(&review.findings, &task.truth.items(), *k_max).await?))
+                let previous = match previous {
+                    Some(Verdicts::CrBugBench(previous)) => Some(previous),
+                    _ => None,
+                };
+                let truth = task.truth.items();
+                Ok(Verdicts::CrBugBench(panel.judge_again(&review.findings, &truth, *k_max, previous).await))
             }
             Scorer::SwePrBench { scorer, context_config } => {
                 let humans = human_comments(&task.truth)
@@ -192,7 +270,23 @@ impl Scorer {
                     context_config: *context_config,
                     agent: &agent,
                 };
-                Ok(Verdicts::SwePrBench(Box::new(scorer.score_pr(&input).await?)))
+                let earlier = match previous {
+                    Some(previous @ Verdicts::SwePrBenchUnjudged(_)) => previous.spend(),
+                    _ => JudgeSpend::default(),
+                };
+                let earlier = Metering {
+                    calls: earlier.calls,
+                    usage: earlier.usage,
+                    cost_usd: earlier.cost_usd,
+                    unpriced_calls: earlier.unpriced_calls,
+                };
+                Ok(match scorer.score_pr(&input).await {
+                    Ok(verdict) => Verdicts::SwePrBench(Box::new(PrVerdict { earlier_judging: earlier, ..verdict })),
+                    Err(failed) => Verdicts::SwePrBenchUnjudged(UnjudgedPr {
+                        error: failed.error.to_string(),
+                        spent: earlier + failed.spent,
+                    }),
+                })
             }
         }
     }
@@ -200,8 +294,6 @@ impl Scorer {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScoreError {
-    #[error(transparent)]
-    Judge(#[from] CallError),
     #[error(
         "task {task}: the SWE-PRBench protocol scores against human review comments, and this task has ground-truth \
          bugs; use judges.protocol: crbugbench"

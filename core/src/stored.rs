@@ -13,7 +13,7 @@ use crate::model::Usage;
 use crate::plan::PlannedTrial;
 use crate::results::{ResultStore, RunLayout};
 use crate::scoring::Verdicts;
-use crate::summary::TrialRecord;
+use crate::summary::{AttemptsSpend, TrialRecord};
 use crate::trial::{Outcome, TrialResult};
 
 /// Reads of the store in flight at once while scanning.
@@ -127,13 +127,20 @@ impl StoredRun {
         self.final_result(trial, max_attempts).is_some()
     }
 
+    /// Whether the trial's final result is a review not yet judged: no verdicts, or verdicts that
+    /// missing judge votes leave incomplete.
     pub fn needs_judging(&self, trial: &str, max_attempts: u32) -> bool {
         self.final_result(trial, max_attempts)
-            .is_some_and(|r| r.outcome == Outcome::Ok && !self.has_verdicts(trial, r.attempt))
+            .is_some_and(|r| r.outcome == Outcome::Ok && !self.is_judged(trial, r.attempt))
     }
 
     pub fn has_verdicts(&self, trial: &str, attempt: u32) -> bool {
         self.verdicts(trial, attempt).is_some()
+    }
+
+    /// Whether the attempt's verdicts are stored and complete.
+    pub fn is_judged(&self, trial: &str, attempt: u32) -> bool {
+        self.verdicts(trial, attempt).is_some_and(Verdicts::is_complete)
     }
 
     pub fn verdicts(&self, trial: &str, attempt: u32) -> Option<&Verdicts> {
@@ -199,6 +206,22 @@ impl StoredRun {
         self.trials.get(trial).is_some_and(|t| t.results.contains_key(&attempt))
     }
 
+    /// What the trial's attempts other than `final_attempt` spent (all of them when it has no
+    /// final result); `None` when it has no such attempt.
+    pub fn earlier_spend(&self, trial: &str, final_attempt: Option<u32>) -> Option<Box<AttemptsSpend>> {
+        let mut spend = AttemptsSpend::default();
+        let mut any = false;
+        for held in self.trials.get(trial)?.results.values().filter(|r| Some(r.attempt) != final_attempt) {
+            any = true;
+            spend.usage += held.usage;
+            match held.cost_usd {
+                Some(cost) => spend.cost_usd += cost,
+                None => spend.unpriced_calls += held.model_calls,
+            }
+        }
+        any.then(|| Box::new(spend))
+    }
+
     /// One record per planned trial: its final result and that attempt's verdicts, if any.
     pub fn trial_records(&self, trials: &[PlannedTrial], tasks: &[LoadedTask], max_attempts: u32) -> Vec<TrialRecord> {
         trials
@@ -206,6 +229,7 @@ impl StoredRun {
             .map(|t| {
                 let result = self.final_result_shared(&t.id, max_attempts);
                 let verdicts = result.as_ref().and_then(|r| self.trials.get(&t.id)?.verdicts.get(&r.attempt).cloned());
+                let earlier_attempts = self.earlier_spend(&t.id, result.as_ref().map(|r| r.attempt));
                 let loaded = &tasks[t.task as usize];
                 TrialRecord {
                     variant: t.variant,
@@ -217,6 +241,7 @@ impl StoredRun {
                     truth_items: loaded.truth.items().len() as u32,
                     result,
                     verdicts,
+                    earlier_attempts,
                 }
             })
             .collect()
@@ -330,6 +355,7 @@ pub fn compact_verdicts(verdicts: &mut Verdicts) {
             pr.matches = Vec::new();
             pr.diff = None;
         }
+        Verdicts::SwePrBenchUnjudged(_) => {}
     }
 }
 
@@ -368,6 +394,15 @@ mod tests {
         run.insert_result(&ok);
         assert_eq!(run.final_result("t1", 3).map(|r| r.attempt), Some(3));
         assert_eq!(run.mean_durations()[&("v1".to_string(), "task".to_string())], 600_000);
+
+        // The infrastructure failure's paid calls are the trial's earlier spend, not lost.
+        let earlier = run.earlier_spend("t1", Some(3)).expect("attempt 2 is earlier");
+        assert_eq!((earlier.usage, earlier.cost_usd, earlier.unpriced_calls), (full.usage, 0.5, 0));
+        assert_eq!(run.earlier_spend("t1", None).unwrap().usage, full.usage + full.usage, "no final: every attempt");
+        assert!(run.earlier_spend("t1", Some(2)).is_some() && run.earlier_spend("none", None).is_none());
+        let unpriced = TrialResult { attempt: 4, cost_usd: None, ..ok };
+        run.insert_result(&unpriced);
+        assert_eq!(run.earlier_spend("t1", Some(2)).unwrap().unpriced_calls, 3);
     }
 
     #[test]
@@ -471,6 +506,7 @@ mod tests {
                     }))
                     .unwrap();
                     records.push(TrialRecord {
+                        earlier_attempts: None,
                         variant: v as u32,
                         task: format!("task-{task}"),
                         repeat,

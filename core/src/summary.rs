@@ -6,7 +6,10 @@
 //! - A trial counts in a score when its outcome is the agent's doing (ok, agent-failed,
 //!   timed-out, budget-exceeded); the last three count as a review with no finding (SWE-PRBench:
 //!   an empty output, composite 0). Infrastructure failures are never scored. An ok trial not yet
-//!   judged is not scored yet.
+//!   judged, or whose verdicts missing judge votes leave incomplete ([`crate::judge`]), is not
+//!   scored yet (`unjudged`); the judge spend of incomplete verdicts is counted.
+//! - Spend and tokens count every attempt of a trial: an infrastructure failure's successful
+//!   calls were paid for too.
 //! - recall@k = the share of scored trials whose task is hit at k (see [`crate::scoring`]); with
 //!   repeats, each repeat is one sample. Also given per track (pre-merge, post-merge).
 //! - Intervals: 95% cluster-bootstrap intervals ([`crate::stats`]) that resample tasks, so a
@@ -92,6 +95,10 @@ pub struct OutcomeCounts {
     pub timed_out: u32,
     pub budget_exceeded: u32,
     pub infra_failed: u32,
+    /// `ok` trials not scored yet because they have no complete verdicts: not judged yet, or
+    /// missing judge votes leave a pair undecided (all `ok` trials of a run without judges).
+    #[serde(default)]
+    pub unjudged: u32,
 }
 
 impl OutcomeCounts {
@@ -227,6 +234,18 @@ pub struct TrialRecord {
     /// The final attempt's result, if the trial has finished (shared with the stored run's).
     pub result: Option<Arc<crate::stored::HeldResult>>,
     pub verdicts: Option<Arc<Verdicts>>,
+    /// What the trial's other attempts (infrastructure failures) spent: their successful model
+    /// calls were paid for too. Boxed: most trials have none.
+    pub earlier_attempts: Option<Box<AttemptsSpend>>,
+}
+
+/// Model usage and cost over some attempts of a trial.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AttemptsSpend {
+    pub usage: Usage,
+    pub cost_usd: f64,
+    /// Model calls of attempts whose cost is unknown (no price).
+    pub unpriced_calls: u32,
 }
 
 /// How a run is scored, from its spec.
@@ -352,6 +371,11 @@ fn summarise_variant(
     let mut trajectories: Vec<&crate::stored::HeldTrajectory> = Vec::new();
 
     for record in records {
+        if let Some(earlier) = &record.earlier_attempts {
+            agent_tokens += earlier.usage;
+            spend.agent_usd += earlier.cost_usd;
+            spend.unpriced_calls += earlier.unpriced_calls;
+        }
         let Some(result) = &record.result else {
             trials.pending += 1;
             continue;
@@ -377,7 +401,7 @@ fn summarise_variant(
             trajectories.push(trajectory);
         }
         let (hits, pr) = match (result.outcome, &record.verdicts) {
-            (Outcome::Ok, Some(verdicts)) => {
+            (Outcome::Ok, Some(verdicts)) if verdicts.is_complete() => {
                 let hits = ks.iter().map(|k| verdicts.hit_at(*k)).collect();
                 match verdicts.as_ref() {
                     Verdicts::CrBugBench(panel) => {
@@ -385,9 +409,17 @@ fn summarise_variant(
                         (hits, None)
                     }
                     Verdicts::SwePrBench(pr) => (hits, Some(pr.outcome())),
+                    // Never complete: the guard above counts it unjudged.
+                    Verdicts::SwePrBenchUnjudged(_) => {
+                        trials.unjudged += 1;
+                        continue;
+                    }
                 }
             }
-            (Outcome::Ok, None) => continue, // not judged yet
+            (Outcome::Ok, _) => {
+                trials.unjudged += 1;
+                continue;
+            }
             _ => (vec![false; ks.len()], no_review_outcome(record, settings)),
         };
         if result.outcome == Outcome::Ok {
@@ -650,6 +682,7 @@ pub fn totals(variants: &[VariantSummary]) -> (OutcomeCounts, SpendSummary) {
         trials.timed_out += v.trials.timed_out;
         trials.budget_exceeded += v.trials.budget_exceeded;
         trials.infra_failed += v.trials.infra_failed;
+        trials.unjudged += v.trials.unjudged;
         spend.agent_usd += v.spend.agent_usd;
         spend.judge_usd += v.spend.judge_usd;
         spend.unpriced_calls += v.spend.unpriced_calls;

@@ -16,7 +16,7 @@ use futures::stream::{self, StreamExt};
 use lightsout_core::api::{EvaluationRun, ScoringProtocol};
 use lightsout_core::dataset::{self, LineError, LoadedTask};
 use lightsout_core::findings::ParsedReview;
-use lightsout_core::model::{Endpoint, ModelClient, RetryPolicy};
+use lightsout_core::model::{Endpoint, ModelClient, RateLimitPolicy, RetryPolicy};
 use lightsout_core::plan;
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::prompts::{agentic_review_prompt, review_prompt};
@@ -52,6 +52,12 @@ pub struct LocalRun {
     pub retry_delay: Duration,
     /// Retries of single model calls (rate limits, 5xx) within an attempt.
     pub model_retry: RetryPolicy,
+    /// How model calls share a provider's rate limit, and how many 429s one call accepts
+    /// before it fails (`RateLimitPolicy::default()` outside tests).
+    pub model_rate_limits: RateLimitPolicy,
+    /// A provider that sends nothing for this long is hanging: the attempt fails and is retried
+    /// (see `ModelClient::with_timeouts`; `DEFAULT_STALL_TIMEOUT` by default).
+    pub provider_stall_timeout: Duration,
     /// Where agentic harnesses are installed (see `harness::default_root`).
     pub harness_root: PathBuf,
     /// How to start the sandbox agentic harnesses run in; `None` runs them unsandboxed (tests of
@@ -102,6 +108,31 @@ pub struct LocalRunReport {
     pub summary: RunSummary,
     pub summary_uri: String,
     pub skipped_lines: Vec<LineError>,
+    /// What this run left to do; running it again does it.
+    pub unfinished: Unfinished,
+}
+
+/// Trials a run ended without finishing; `lightsout run` again finishes them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unfinished {
+    /// Not started (the run budget was reached, or the run is suspended) or interrupted.
+    pub pending: u32,
+    /// Failed on infrastructure on every attempt of this run; the next run retries them.
+    pub infra_failed: u32,
+    /// Reviews without complete verdicts (a judge outage); the next run asks the missing votes.
+    pub unjudged: u32,
+}
+
+impl Unfinished {
+    pub fn is_empty(&self) -> bool {
+        *self == Unfinished::default()
+    }
+
+    /// e.g. `2 infra-failed, 3 unjudged`.
+    pub fn describe(&self) -> String {
+        let parts = [(self.pending, "pending"), (self.infra_failed, "infra-failed"), (self.unjudged, "unjudged")];
+        parts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect::<Vec<_>>().join(", ")
+    }
 }
 
 pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync) -> anyhow::Result<LocalRunReport> {
@@ -187,7 +218,12 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     // run.json: a results directory holds one spec's results; a different spec never mixes in.
     record_run(&store, &layout, spec, OtherSpec::Refuse).await?;
 
-    let client = ModelClient::new(timeout + Duration::from_secs(5), config.model_retry.clone());
+    let client = ModelClient::with_timeouts(
+        timeout + Duration::from_secs(5),
+        Some(config.provider_stall_timeout),
+        config.model_retry.clone(),
+        config.model_rate_limits.clone(),
+    );
     let scorer = Scorer::from_spec(spec, &providers.endpoints, &client, &config.pricing)?;
     if scorer.is_none() {
         on_event(Event::Notice("spec.judges.panel is empty: reviews are collected but not scored".into()));
@@ -207,7 +243,11 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     let plan =
         plan::plan(spec, &task_list, |variant, task| durations.get(&(variant.to_string(), task.to_string())).copied());
     let max_attempts = spec.retries.max(0) as u32 + 1;
-    let finished = plan.trials.iter().filter(|t| state.is_final(&t.id, max_attempts)).count();
+    // An infrastructure failure is never final across runs: a trial whose attempts all failed on
+    // infrastructure gets a new round of attempts each time the run is run again.
+    let infra_final =
+        |trial: &str| state.final_result(trial, max_attempts).is_some_and(|r| r.outcome == Outcome::InfraFailed);
+    let finished = plan.trials.iter().filter(|t| state.is_final(&t.id, max_attempts) && !infra_final(&t.id)).count();
     on_event(Event::Planned { trials: plan.trials.len(), finished, variants: plan.variants.len(), tasks: tasks.len() });
 
     if spec.suspend {
@@ -217,7 +257,9 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     let budget_hit = Arc::new(Mutex::new(false));
 
     let work = plan.trials.iter().filter(|t| {
-        !state.is_final(&t.id, max_attempts) || state.needs_judging(&t.id, max_attempts) && scorer.is_some()
+        !state.is_final(&t.id, max_attempts)
+            || infra_final(&t.id)
+            || state.needs_judging(&t.id, max_attempts) && scorer.is_some()
     });
     let on_event = &on_event;
     stream::iter(work)
@@ -229,7 +271,10 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
             let (installed, dataset_file, sandbox) = (&installed, &dataset_file, &config.sandbox);
             async move {
                 // The final attempt's (outcome, number).
-                let mut final_result = state.final_result(&planned.id, max_attempts).map(|r| (r.outcome, r.attempt));
+                let mut final_result = state
+                    .final_result(&planned.id, max_attempts)
+                    .filter(|r| r.outcome != Outcome::InfraFailed)
+                    .map(|r| (r.outcome, r.attempt));
                 if final_result.is_none() {
                     // Suspended runs start nothing new; finished reviews are still judged.
                     if spec.suspend {
@@ -249,6 +294,9 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                         }
                     }
                     let mut attempt = state.next_attempt(&planned.id);
+                    // A fresh trial (or one interrupted mid-way) has the spec's attempts in all; one
+                    // whose attempts all failed on infrastructure in an earlier run gets a new round.
+                    let last_attempt = if infra_final(&planned.id) { attempt + max_attempts - 1 } else { max_attempts };
                     loop {
                         let job = TrialJob {
                             run: layout.run.clone(),
@@ -301,7 +349,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                         };
                         *spent.lock().expect("lock") += artifacts.result.cost_usd.unwrap_or(0.0);
                         let result = artifacts.result;
-                        if result.outcome == Outcome::InfraFailed && attempt < max_attempts {
+                        if result.outcome == Outcome::InfraFailed && attempt < last_attempt {
                             on_event(Event::TrialRetried {
                                 variant: variant.name.clone(),
                                 task: loaded.task.id.clone(),
@@ -322,12 +370,40 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                     }
                 }
                 let (Some((outcome, attempt)), Some(scorer)) = (final_result, scorer) else { return };
-                if outcome != Outcome::Ok || state.has_verdicts(&planned.id, attempt) {
+                if outcome != Outcome::Ok || state.is_judged(&planned.id, attempt) {
                     return;
                 }
                 let attempt_dir = (variant.id.as_str(), planned.id.as_str(), attempt);
-                match judge_trial(store, layout, scorer, attempt_dir, loaded).await {
-                    Ok(verdicts) => *spent.lock().expect("lock") += verdicts.spend().cost_usd,
+                let previous = state.verdicts(&planned.id, attempt);
+                match judge_trial(store, layout, scorer, attempt_dir, loaded, previous).await {
+                    Ok(verdicts) => {
+                        // Only this judging's calls are new spend; the previous verdicts' were
+                        // counted when the run started.
+                        let before = previous.map(|p| p.spend().cost_usd).unwrap_or_default();
+                        *spent.lock().expect("lock") += verdicts.spend().cost_usd - before;
+                        if let Verdicts::CrBugBench(panel) = &verdicts {
+                            if !panel.is_complete() {
+                                let first = panel.votes.iter().find(|v| !v.error.is_empty());
+                                on_event(Event::JudgingFailed {
+                                    variant: variant.name.clone(),
+                                    task: loaded.task.id.clone(),
+                                    error: format!(
+                                        "{} judge votes missing, {} finding/bug pairs undecided; first: {}",
+                                        panel.missing_votes,
+                                        panel.undecided_pairs,
+                                        first.map(|v| v.error.as_str()).unwrap_or("-")
+                                    ),
+                                });
+                            }
+                        }
+                        if let Verdicts::SwePrBenchUnjudged(unjudged) = &verdicts {
+                            on_event(Event::JudgingFailed {
+                                variant: variant.name.clone(),
+                                task: loaded.task.id.clone(),
+                                error: unjudged.error.clone(),
+                            });
+                        }
+                    }
                     Err(e) => on_event(Event::JudgingFailed {
                         variant: variant.name.clone(),
                         task: loaded.task.id.clone(),
@@ -357,7 +433,13 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     if let Some(server) = providers.server {
         server.shutdown().await;
     }
-    Ok(LocalRunReport { summary_uri: store.uri(&layout.summary_json()), summary, skipped_lines })
+    let unfinished = Unfinished {
+        pending: summary.trials.pending,
+        infra_failed: summary.trials.infra_failed,
+        // A run without judges collects reviews: none of them waits for a verdict.
+        unjudged: if scorer.is_some() { summary.trials.unjudged } else { 0 },
+    };
+    Ok(LocalRunReport { summary_uri: store.uri(&layout.summary_json()), summary, skipped_lines, unfinished })
 }
 
 async fn judge_trial<S: ResultStore>(
@@ -366,12 +448,13 @@ async fn judge_trial<S: ResultStore>(
     scorer: &Scorer,
     (variant_id, trial_id, attempt): (&str, &str, u32),
     task: &LoadedTask,
+    previous: Option<&Verdicts>,
 ) -> anyhow::Result<Verdicts> {
     let findings_key = layout.artifact(variant_id, trial_id, attempt, "findings.json");
     let bytes = store.get(&findings_key).await?.with_context(|| format!("{findings_key} is missing"))?;
     let parsed: ParsedReview =
         serde_json::from_slice(&bytes).with_context(|| format!("{findings_key} is not valid"))?;
-    let verdicts = scorer.score(task, &parsed).await?;
+    let verdicts = scorer.score(task, &parsed, previous).await?;
     let key = layout.artifact(variant_id, trial_id, attempt, "verdicts.json");
     store.put(&key, &serde_json::to_vec_pretty(&verdicts)?).await?;
     Ok(verdicts)

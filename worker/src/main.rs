@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use lightsout_core::api::{HarnessName, HarnessRef};
-use lightsout_core::model::{ModelClient, RetryPolicy};
+use lightsout_core::model::{ModelClient, RateLimitPolicy, RetryPolicy, DEFAULT_STALL_TIMEOUT};
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::trial::{Outcome, TrialSummary};
 use lightsout_s3::Results;
@@ -161,7 +161,14 @@ fn run_job(file: &std::path::Path) -> ExitCode {
             max_usd: job.max_usd,
             agent,
         };
-        let client = ModelClient::new(job.timeout(), RetryPolicy::default());
+        // The request timeout outlasts the time limit, which `single-shot` enforces itself and
+        // classifies (a provider failing when it runs out is an infrastructure failure).
+        let client = ModelClient::with_timeouts(
+            job.timeout() + std::time::Duration::from_secs(5),
+            Some(DEFAULT_STALL_TIMEOUT),
+            RetryPolicy::default(),
+            RateLimitPolicy::default(),
+        );
         let deadline = std::time::Duration::from_secs(job.upload_deadline_seconds);
         match run_trial(&trial, &client, &PricingTable::default(), &store, deadline).await {
             Ok(artifacts) => {

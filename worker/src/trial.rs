@@ -11,7 +11,7 @@ use lightsout_core::compress::{compress, EXCHANGES_ARTIFACT, TRAJECTORY_ARTIFACT
 use lightsout_core::dataset::Task;
 use lightsout_core::findings::parse_review;
 use lightsout_core::hash::sha256_hex;
-use lightsout_core::model::{CallError, ChatRequest, Endpoint, ModelClient, Usage};
+use lightsout_core::model::{CallError, ChatRequest, DeadlineError, Endpoint, ModelClient, Usage};
 use lightsout_core::plan::Variant;
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::prompts::SWE_PRBENCH_STRICT_RETRY;
@@ -264,8 +264,22 @@ async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
             reasoning_effort: job.variant.reasoning_effort,
             max_output_tokens: None,
         };
-        match tokio::time::timeout_at(deadline, harness.review(request)).await {
-            Err(_) => {
+        match harness.review(request, deadline).await {
+            // The provider was failing when the time ran out (5xx, 429s, stalls): not the model's
+            // doing, so an infrastructure failure, retried.
+            Err(DeadlineError::TimeLimit { provider_failure: Some(failure) }) => {
+                return AgentRun::Failed {
+                    outcome: Outcome::InfraFailed,
+                    error: format!(
+                        "the provider was failing when the {}s time limit ran out: {failure}",
+                        job.timeout.as_secs()
+                    ),
+                    usage,
+                    calls: calls + 1,
+                    scripted,
+                }
+            }
+            Err(DeadlineError::TimeLimit { provider_failure: None }) => {
                 return AgentRun::Failed {
                     outcome: Outcome::TimedOut,
                     error: format!("no review within the {}s time limit", job.timeout.as_secs()),
@@ -274,7 +288,7 @@ async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
                     scripted,
                 }
             }
-            Ok(Err(error)) => {
+            Err(DeadlineError::Call(error)) => {
                 return AgentRun::Failed {
                     outcome: classify(&error),
                     error: error.to_string(),
@@ -283,7 +297,7 @@ async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
                     scripted,
                 }
             }
-            Ok(Ok(completion)) => {
+            Ok(completion) => {
                 usage += completion.usage;
                 calls += completion.attempts;
                 scripted |= completion.scripted;
@@ -545,7 +559,9 @@ async fn run_agentic_in_scratch(
     let usage = totals.usage;
     let calls = totals.calls;
     let scripted = totals.scripted_answers > 0;
-    let provider_failed = exchanges.iter().any(|e| e.status >= 500) && !exchanges.iter().any(|e| e.status < 400);
+    // Every call failed on the provider's side (5xx, 429s past the agent's retries, unreachable):
+    // an agent that gives up then is not at fault.
+    let provider_failed = !exchanges.is_empty() && totals.provider_failures == totals.calls;
     let run = match ran {
         Err(e) => AgentRun::Failed {
             outcome: Outcome::InfraFailed,
@@ -558,6 +574,20 @@ async fn run_agentic_in_scratch(
             (_, _, _) if totals.refused > 0 => AgentRun::Failed {
                 outcome: Outcome::BudgetExceeded,
                 error: format!("the trial's budget was spent after {calls} calls ({} tokens)", usage.total_tokens()),
+                usage,
+                calls,
+                scripted,
+            },
+            // The provider was failing when the time ran out (the agent was waiting out its
+            // 429s, 5xx or a stall): not the model's doing.
+            (AgentExit::TimedOut { .. }, _, _) if totals.last_call_failed.is_some() => AgentRun::Failed {
+                outcome: Outcome::InfraFailed,
+                error: format!(
+                    "the provider was failing when the {}s time limit ran out: {} of {calls} model calls failed, the last with {}",
+                    job.timeout.as_secs(),
+                    totals.provider_failures,
+                    totals.last_call_failed.as_deref().unwrap_or_default()
+                ),
                 usage,
                 calls,
                 scripted,

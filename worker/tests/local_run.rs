@@ -66,6 +66,8 @@ fn config(yaml: &str, results: &Path) -> LocalRun {
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(5),
         },
+        model_rate_limits: lightsout_core::model::RateLimitPolicy::default(),
+        provider_stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
         harness_root: results.join("harnesses"),
         sandbox: None,
         upload_deadline: Duration::from_secs(5),
@@ -331,4 +333,130 @@ spec:
     assert_eq!(tidy_swe.aggregate.overall.parse_failures, 0);
     // Both calls are paid for: more input tokens than the tidy model's single calls.
     assert!(sloppy.agent_tokens.input_tokens > tidy.agent_tokens.input_tokens, "{:?}", sloppy.agent_tokens);
+}
+
+/// A time limit that runs out while the provider is failing (the client still retrying its 503s)
+/// is the provider's doing: infra-failed, never the model's timed-out. One that runs out while a
+/// healthy provider's model is still answering is the model's: timed-out.
+#[tokio::test]
+async fn a_time_limit_spent_on_a_failing_provider_is_infra_and_on_a_slow_answer_timed_out() {
+    let failing = server(Faults { status_every_nth: Some((503, 1)), ..Faults::default() }, "agent-secret").await;
+    let slow = server(Faults { delay_ms: 5_000, ..Faults::default() }, "agent-secret").await;
+    let judge = server(Faults::default(), "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = |url: &str, name: &str| {
+        run_yaml(url, &judge.base_url(), &["claude-haiku-4-5"], "")
+            .replace("timeout: 30s", "timeout: 1s")
+            .replace("metadata: {name: test}", &format!("metadata: {{name: {name}}}"))
+            .replace("retries: 2", "retries: 0")
+    };
+    let mut retrying = config(&yaml(&failing.base_url(), "failing"), dir.path());
+    // Far more attempts than the time limit allows: only the time limit ends the call.
+    retrying.model_retry =
+        RetryPolicy { attempts: 100_000, base_delay: Duration::from_millis(20), max_delay: Duration::from_millis(20) };
+    let (report, _) = run(retrying).await;
+    let v = only_variant(&report.summary);
+    assert_eq!((v.trials.infra_failed, v.trials.timed_out, v.scored), (4, 0, 0));
+    assert_eq!(report.unfinished.infra_failed, 4, "the run says what is left to finish");
+    let results = result_files(dir.path());
+    let failing_result = results.iter().find(|f| f.contains("runs/failing/")).unwrap();
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join(failing_result)).unwrap()).unwrap();
+    let error = result["error"].as_str().unwrap();
+    assert!(
+        error.contains("the provider was failing when the 1s time limit ran out") && error.contains("503"),
+        "{error}"
+    );
+
+    let (report, _) = run(config(&yaml(&slow.base_url(), "slow"), dir.path())).await;
+    let v = only_variant(&report.summary);
+    assert_eq!((v.trials.timed_out, v.trials.infra_failed, v.scored), (4, 0, 4), "timed-out is scored as no finding");
+}
+
+/// The `verdicts.json` files under `dir`, parsed.
+fn stored_verdicts(dir: &Path) -> Vec<lightsout_core::scoring::Verdicts> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == "verdicts.json") {
+                out.push(serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// A SWE-PRBench judge that fails mid-judging (its stricter retry refused) leaves the trial
+/// unjudged with the first answer's usage counted; the run says so, and running it again judges
+/// the trial, counting that usage once more nowhere.
+#[tokio::test]
+async fn a_swe_prbench_judging_a_provider_stops_is_unjudged_keeps_its_paid_calls_and_a_rerun_finishes_it() {
+    use lightsout_core::scoring::Verdicts;
+
+    let agent = server(Faults::default(), "agent-secret").await;
+    // The malformed judge answers prose first; every second request, its stricter retry, is
+    // refused (a 400 is not retried). One trial at a time, so each judging meets that order.
+    let judge = server(Faults { status_every_nth: Some((400, 2)), ..Faults::default() }, "judge-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/swe-prbench/tasks.jsonl");
+    let yaml = format!(
+        r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {{name: swe-unjudged}}
+spec:
+  dataset: {{format: swe-prbench, source: "file://{}", sample: {{size: 2, seed: 1}}}}
+  agent: {{harness: {{name: single-shot, version: "1.0.0"}}, prompt: {{preset: swe-prbench}}, timeout: 30s}}
+  matrix: {{models: [{{name: gpt-5-mini, provider: agent}}]}}
+  judges: {{panel: [{{name: swe-judge-malformed, provider: judge}}]}}
+  providers:
+    agent: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: AGENT_KEY}}
+    judge: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: JUDGE_KEY}}
+  storage: {{results: "file:///unused"}}
+  parallelism: 1
+"#,
+        tasks.display(),
+        agent.base_url(),
+        judge.base_url()
+    );
+    let (first, events) = run(config(&yaml, dir.path())).await;
+    assert_eq!((first.unfinished.unjudged, first.unfinished.infra_failed), (2, 0), "{:?}", first.unfinished);
+    let failures: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::JudgingFailed { error, .. } => Some(error.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failures.len(), 2, "{events:?}");
+    assert!(failures.iter().all(|e| e.contains("400")), "{failures:?}");
+    let unjudged = stored_verdicts(dir.path());
+    assert_eq!(unjudged.len(), 2);
+    let kept: Vec<_> = unjudged
+        .iter()
+        .map(|v| match v {
+            Verdicts::SwePrBenchUnjudged(u) => u.spent,
+            other => panic!("not unjudged: {other:?}"),
+        })
+        .collect();
+    assert!(kept.iter().all(|m| m.calls == 1 && m.usage.input_tokens > 0), "the first answers were paid for: {kept:?}");
+    let kept_tokens: lightsout_core::model::Usage = kept.iter().map(|m| m.usage).sum();
+    assert_eq!(first.summary.tokens.judge, kept_tokens, "the summary counts the paid calls of the stopped judgings");
+
+    judge.set_faults(Faults::default());
+    let (second, _) = run(config(&yaml, dir.path())).await;
+    assert!(second.unfinished.is_empty(), "{:?}", second.unfinished);
+    let judged = stored_verdicts(dir.path());
+    let mut new_tokens = lightsout_core::model::Usage::default();
+    for verdicts in &judged {
+        let Verdicts::SwePrBench(pr) = verdicts else { panic!("not judged: {verdicts:?}") };
+        assert_eq!(pr.earlier_judging.calls, 1, "the stopped judging's call is carried once");
+        new_tokens += pr.metering().usage;
+    }
+    assert_eq!(second.summary.tokens.judge, kept_tokens + new_tokens, "every judge call counted once");
+    assert_eq!(only_variant(&second.summary).scored, 2);
 }

@@ -194,3 +194,69 @@ async fn provider_errors_pass_through_and_unknown_models_have_no_price() {
     let statuses: Vec<u16> = proxy.exchanges().iter().map(|e| e.status).collect();
     assert_eq!(statuses, vec![200, 503]);
 }
+
+/// The proxy knows whether the provider was failing when the agent stopped: the last call it
+/// forwarded was answered 429/5xx, or its stream broke off (a healthy answer clears it).
+#[tokio::test]
+async fn the_proxy_records_whether_the_provider_was_failing_last() {
+    let (_server, proxy, _dir) =
+        setup(ApiKind::OpenAiChat, None, Faults { status_every_nth: Some((503, 2)), ..Faults::default() }).await;
+    let body = json!({"model": "gpt-5-mini", "messages": [{"role": "user", "content": prompt()}]});
+    let url = format!("{}/chat/completions", proxy.base_url());
+    assert_eq!(post(&url, ApiKind::OpenAiChat, DUMMY_KEY, body.clone()).await.status(), 200);
+    assert_eq!(proxy.totals().last_call_failed, None);
+    assert_eq!(post(&url, ApiKind::OpenAiChat, DUMMY_KEY, body.clone()).await.status(), 503);
+    let totals = proxy.totals();
+    assert_eq!((totals.last_call_failed.as_deref(), totals.provider_failures), (Some("HTTP 503"), 1));
+    assert_eq!(post(&url, ApiKind::OpenAiChat, DUMMY_KEY, body).await.status(), 200);
+    let totals = proxy.totals();
+    assert_eq!((totals.last_call_failed, totals.provider_failures, totals.calls), (None, 1, 3));
+}
+
+/// A stream the provider cuts short is the provider's failure too.
+#[tokio::test]
+async fn a_stream_the_provider_cuts_short_is_its_failure() {
+    use lightsout_core::scripted::chaos::{ChaosConfig, ChaosServer, FaultRates};
+    let server =
+        ScriptedServer::start(ScriptedConfig { expected_api_key: Some(REAL_KEY.into()), faults: Faults::default() })
+            .await
+            .unwrap();
+    let chaos = ChaosServer::start(ChaosConfig {
+        upstream: server.base_url(),
+        seed: 1,
+        rates: FaultRates { truncated_sse: 1.0, ..FaultRates::NONE },
+        hang_for: std::time::Duration::from_secs(1),
+    })
+    .await
+    .unwrap();
+    let proxy = MeteringProxy::start(ProxyConfig {
+        upstream: Endpoint {
+            provider: "p".into(),
+            base_url: chaos.base_url(),
+            api_kind: ApiKind::OpenAiChat,
+            api_key: Some(REAL_KEY.into()),
+        },
+        agent_key: DUMMY_KEY.into(),
+        pricing: PricingTable::default(),
+        max_tokens: None,
+        max_usd: None,
+        log_path: None,
+        unix_socket: None,
+    })
+    .await
+    .unwrap();
+    let body = json!({"model": "gpt-5-mini", "stream": true, "messages": [{"role": "user", "content": prompt()}]});
+    let answer = post(&format!("{}/chat/completions", proxy.base_url()), ApiKind::OpenAiChat, DUMMY_KEY, body).await;
+    assert_eq!(answer.status(), 200);
+    assert!(answer.text().await.is_err(), "the agent sees the stream break off");
+    // The proxy records the exchange as the stream ends; give it a moment to finish.
+    for _ in 0..100 {
+        if proxy.totals().calls == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let totals = proxy.totals();
+    assert_eq!(totals.provider_failures, 1, "{totals:?}");
+    assert!(totals.last_call_failed.as_deref().is_some_and(|f| f.starts_with("the stream broke off")), "{totals:?}");
+}

@@ -65,7 +65,8 @@ pub enum CallError {
     /// The provider answered with an error status.
     #[error("{provider}: HTTP {status}: {message}")]
     Status { provider: String, status: u16, message: String },
-    /// The provider could not be reached or did not answer in time.
+    /// The provider could not be reached, did not answer in time, stalled (sent nothing for the
+    /// stall timeout), broke off its answer, or answered with a body that is not JSON at all.
     #[error("{provider}: {message}")]
     Transport { provider: String, message: String },
     /// The answer was not the API's shape.
@@ -101,6 +102,11 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
 }
 
+/// How long a provider may send nothing (no byte of its answer, headers included) before an
+/// attempt is taken for a hang: generous, because a non-streamed answer arrives only once the
+/// model has finished writing it.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(300);
+
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy { attempts: 4, base_delay: Duration::from_millis(500), max_delay: Duration::from_secs(30) }
@@ -115,6 +121,18 @@ impl RetryPolicy {
         let half = full / 2;
         half + (full - half).mul_f64(rand::rng().random::<f64>())
     }
+}
+
+/// A call that did not finish by its deadline ([`ModelClient::complete_until`]).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DeadlineError {
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The deadline passed while the call was waiting on the provider. `provider_failure`: the
+    /// call's last failed attempt (a 5xx, 429, stall or transport failure), if it had one: then
+    /// the time ran out while the provider was failing, not while the model was answering.
+    #[error("the time limit ran out while waiting on the provider{}", .provider_failure.as_ref().map(|e| format!(" (after: {e})")).unwrap_or_default())]
+    TimeLimit { provider_failure: Option<CallError> },
 }
 
 /// Calls models. Clones share the HTTP connection pool and the per-provider limiters.
@@ -138,11 +156,23 @@ impl ModelClient {
     }
 
     pub fn with_rate_limits(request_timeout: Duration, retry: RetryPolicy, rate_limits: RateLimitPolicy) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(request_timeout)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .expect("the TLS backend initialises");
+        ModelClient::with_timeouts(request_timeout, None, retry, rate_limits)
+    }
+
+    /// A client whose attempts also fail when the provider sends nothing for `stall_timeout`
+    /// (no byte of the answer, its headers included): a hanging provider. Such a stall is a
+    /// transport failure, retried like any other.
+    pub fn with_timeouts(
+        request_timeout: Duration,
+        stall_timeout: Option<Duration>,
+        retry: RetryPolicy,
+        rate_limits: RateLimitPolicy,
+    ) -> Self {
+        let mut http = reqwest::Client::builder().timeout(request_timeout).connect_timeout(Duration::from_secs(10));
+        if let Some(stall) = stall_timeout {
+            http = http.read_timeout(stall);
+        }
+        let http = http.build().expect("the TLS backend initialises");
         ModelClient { http, retry, limiters: Arc::new(Limiters::new(rate_limits)) }
     }
 
@@ -156,8 +186,10 @@ impl ModelClient {
     }
 
     /// Sends the request under the provider's concurrency limit ([`RateLimitPolicy`]), retrying:
-    /// - Retryable ([`CallError::is_retryable`]): 408, 409, 425, 429, 5xx, timeouts and connection
-    ///   errors. Anything else (400, 401, 403, 404, 422, a malformed answer) is returned at once.
+    /// - Retryable ([`CallError::is_retryable`]): 408, 409, 425, 429, 5xx, timeouts, stalls,
+    ///   connection errors, answers that break off and answer bodies that are not JSON at all
+    ///   (garbled in transit). Anything else (400, 401, 403, 404, 422, JSON that is not the API's
+    ///   shape) is returned at once.
     /// - Two budgets per call: at most [`RetryPolicy::attempts`] attempts ending in a retryable error
     ///   other than 429, and at most [`RateLimitPolicy::rate_limited_attempts`] answered 429. The
     ///   first budget to run out ends the call with that attempt's error. 429s have their own, larger
@@ -174,12 +206,41 @@ impl ModelClient {
     ///   no tokens (providers do not bill rejected requests), so a call's usage is its one answer's,
     ///   counted once however many attempts it took.
     pub async fn complete(&self, endpoint: &Endpoint, req: &ChatRequest) -> Result<Completion, CallError> {
+        self.complete_observed(endpoint, req, None).await
+    }
+
+    /// [`ModelClient::complete`] with a deadline; when it passes first, the error tells whether
+    /// the call had seen the provider fail (see [`DeadlineError::TimeLimit`]).
+    pub async fn complete_until(
+        &self,
+        endpoint: &Endpoint,
+        req: &ChatRequest,
+        deadline: Instant,
+    ) -> Result<Completion, DeadlineError> {
+        let last_failure = std::sync::Mutex::new(None);
+        match tokio::time::timeout_at(deadline, self.complete_observed(endpoint, req, Some(&last_failure))).await {
+            Ok(result) => Ok(result?),
+            Err(_) => {
+                let provider_failure = last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+                Err(DeadlineError::TimeLimit { provider_failure })
+            }
+        }
+    }
+
+    async fn complete_observed(
+        &self,
+        endpoint: &Endpoint,
+        req: &ChatRequest,
+        last_failure: Option<&std::sync::Mutex<Option<CallError>>>,
+    ) -> Result<Completion, CallError> {
         let (path, body) = wire::request(endpoint.api_kind, req);
-        let answer = self
-            .post(endpoint, path, &body, |json| {
-                wire::response(endpoint.api_kind, json).map(|(text, usage)| ((text, usage), Some(usage)))
-            })
-            .await?;
+        let read =
+            |json: &Value| wire::response(endpoint.api_kind, json).map(|(text, usage)| ((text, usage), Some(usage)));
+        let limiter = self.limiters.get(&endpoint.provider, &endpoint.base_url, endpoint.api_kind);
+        limiter.call_started();
+        let result = self.post_limited(&limiter, endpoint, path, &body, &read, last_failure).await;
+        limiter.call_finished(result.as_ref().ok().map(|answer| answer.usage.unwrap_or_default()));
+        let answer = result?;
         let (text, usage) = answer.value;
         Ok(Completion {
             text,
@@ -204,7 +265,7 @@ impl ModelClient {
     ) -> Result<Answer<T>, CallError> {
         let limiter = self.limiters.get(&endpoint.provider, &endpoint.base_url, endpoint.api_kind);
         limiter.call_started();
-        let result = self.post_limited(&limiter, endpoint, path, body, &read).await;
+        let result = self.post_limited(&limiter, endpoint, path, body, &read, None).await;
         limiter.call_finished(result.as_ref().ok().map(|answer| answer.usage.unwrap_or_default()));
         result
     }
@@ -216,6 +277,7 @@ impl ModelClient {
         path: &str,
         body: &Value,
         read: &impl Fn(&Value) -> Result<(T, Option<Usage>), String>,
+        last_failure: Option<&std::sync::Mutex<Option<CallError>>>,
     ) -> Result<Answer<T>, CallError> {
         let policy = self.limiters.policy();
         let mut started = None;
@@ -240,6 +302,9 @@ impl ModelClient {
                 }
                 Err(failure) => failure,
             };
+            if let Some(last) = last_failure {
+                *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(error.clone());
+            }
             let backoff = if error.status() == Some(429) {
                 kept = permit.rate_limited();
                 rate_limited += 1;
@@ -280,7 +345,7 @@ impl ModelClient {
             ApiKind::OpenAiChat | ApiKind::OpenAiResponses => request.bearer_auth(key),
         };
         let transport =
-            |e: reqwest::Error| (CallError::Transport { provider: provider.clone(), message: e.to_string() }, None);
+            |e: reqwest::Error| (CallError::Transport { provider: provider.clone(), message: describe(&e) }, None);
         let response = request.send().await.map_err(transport)?;
         let status = response.status();
         let retry_after = retry_after(response.headers(), chrono::Utc::now());
@@ -290,12 +355,31 @@ impl ModelClient {
             let message: String = text.chars().take(500).collect();
             return Err((CallError::Status { provider, status: status.as_u16(), message }, retry_after));
         }
+        // A success whose body is not JSON at all was garbled in transit (or is not the API's
+        // answer, e.g. an event stream cut short): a transport failure, retried.
         let json: Value = serde_json::from_str(&text).map_err(|e| {
-            (CallError::Malformed { provider: provider.clone(), message: format!("not JSON: {e}") }, None)
+            let shown: String = text.chars().take(80).collect();
+            let message = format!("the answer is not JSON ({e}): {shown:?}");
+            (CallError::Transport { provider: provider.clone(), message }, None)
         })?;
         let answer = read(&json).map_err(|message| (CallError::Malformed { provider, message }, None))?;
         Ok((answer, scripted))
     }
+}
+
+/// A transport error with its causes (reqwest's own message names only the URL).
+fn describe(error: &reqwest::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    if error.is_timeout() {
+        message.push_str(" (the provider sent nothing in time)");
+    }
+    message
 }
 
 /// A successful [`ModelClient::post`]: the value read from the answer, the usage it reported,

@@ -12,6 +12,7 @@
 
 mod agent;
 mod anthropic;
+pub mod chaos;
 mod det;
 mod embeddings;
 mod fixtures;

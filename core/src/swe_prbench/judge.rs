@@ -22,11 +22,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{CappedDiff, Label, Metering};
+use super::{CappedDiff, JudgingFailed, Label, Metering};
 use crate::api::ModelRef;
 use crate::dataset::HumanComment;
 use crate::findings::Finding;
-use crate::model::{CallError, ChatRequest, Endpoint, ModelClient};
+use crate::model::{ChatRequest, Endpoint, ModelClient};
 use crate::pricing::PricingTable;
 
 /// Recorded with every verdict; bump when the judge prompt's text changes.
@@ -268,7 +268,7 @@ impl SwePrBenchJudge {
         agent_count: usize,
         human_count: usize,
         pricing: &PricingTable,
-    ) -> Result<JudgeRun, CallError> {
+    ) -> Result<JudgeRun, JudgingFailed> {
         let mut metering = Metering::default();
         let mut attempt = 1;
         loop {
@@ -280,7 +280,12 @@ impl SwePrBenchJudge {
                 reasoning_effort: None,
                 max_output_tokens: Some(self.max_output_tokens),
             };
-            let completion = self.client.complete(&self.endpoint, &request).await?;
+            // A failure of the stricter retry keeps the first answer's usage: it was paid for.
+            let completion = self
+                .client
+                .complete(&self.endpoint, &request)
+                .await
+                .map_err(|error| JudgingFailed { error, spent: metering })?;
             metering.add_call(&self.model.name, Some(completion.usage), pricing);
             let answer = completion.text;
             let fallback = match parse_judge_answer(&answer, agent_count, human_count) {

@@ -66,7 +66,7 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Usage;
+use crate::model::{CallError, Usage};
 use crate::pricing::PricingTable;
 
 pub use aggregate::{aggregate, GroupScores, PrOutcome, SwePrBenchAggregate, NO_CONTEXT, UNKNOWN_DIFFICULTY};
@@ -153,6 +153,22 @@ impl Metering {
             None => self.unpriced_calls += 1,
         }
     }
+}
+
+impl Metering {
+    pub fn is_zero(&self) -> bool {
+        *self == Metering::default()
+    }
+}
+
+/// A PR's judging stopped by a provider failure (after the client's retries), with the calls
+/// that had already succeeded: they were paid for, so they are counted although the PR is not
+/// scored.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct JudgingFailed {
+    pub error: CallError,
+    pub spent: Metering,
 }
 
 impl std::ops::Add for Metering {

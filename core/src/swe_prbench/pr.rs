@@ -4,13 +4,13 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     cap_diff, cluster_duplicates, final_labels, judge_prompt, match_comments, score_pr, DiffStats, JudgeFallback,
-    JudgeLabel, Label, Location, MatchStage, MatchedPair, Metering, PrScores, PrSimilarity, ProtocolReading,
-    ScoreInput, SimilarityBackend, SimilarityKind, SwePrBenchJudge, DIFF_CAP_CHARS, SWE_PRBENCH_JUDGE_PROMPT_VERSION,
+    JudgeLabel, JudgingFailed, Label, Location, MatchStage, MatchedPair, Metering, PrScores, PrSimilarity,
+    ProtocolReading, ScoreInput, SimilarityBackend, SimilarityKind, SwePrBenchJudge, DIFF_CAP_CHARS,
+    SWE_PRBENCH_JUDGE_PROMPT_VERSION,
 };
 use crate::api::ContextConfig;
 use crate::dataset::{GroundTruth, HumanComment, Task};
 use crate::findings::{parse_json_findings, Finding, ParsedReview, ReviewFormat};
-use crate::model::CallError;
 use crate::pricing::PricingTable;
 
 /// What became of the agent's output.
@@ -181,6 +181,10 @@ pub struct PrVerdict {
     pub human_comments: Vec<HumanCommentVerdict>,
     pub matches: Vec<MatchRecord>,
     pub scores: PrScores,
+    /// The calls of earlier judgings of this trial that a provider failure stopped (see
+    /// [`super::JudgingFailed`]): paid for, so in the trial's spend, but not this verdict's.
+    #[serde(default, skip_serializing_if = "Metering::is_zero")]
+    pub earlier_judging: Metering,
 }
 
 impl PrVerdict {
@@ -256,8 +260,9 @@ pub struct SwePrBenchScorer {
 impl SwePrBenchScorer {
     /// Judges one PR: one judge call (two when the first answer is unreadable) and one
     /// embeddings call, concurrently; none when the agent's output has no comment. A provider
-    /// failure of either is an error (judge the PR again later), never a score.
-    pub async fn score_pr(&self, pr: &PrInput<'_>) -> Result<PrVerdict, CallError> {
+    /// failure of either is an error (judge the PR again later), never a score; it carries the
+    /// usage of the calls that succeeded, the other one's included.
+    pub async fn score_pr(&self, pr: &PrInput<'_>) -> Result<PrVerdict, JudgingFailed> {
         let agent = &pr.agent.comments;
         let agent_locations: Vec<Location> =
             agent.iter().map(|f| Location { file: f.file.clone(), line: f.line }).collect();
@@ -270,11 +275,21 @@ impl SwePrBenchScorer {
             let prompt = judge_prompt(&pr.task.title, &diff, pr.human_comments, agent);
             let texts: Vec<String> =
                 agent.iter().map(|f| f.body.clone()).chain(pr.human_comments.iter().map(|c| c.body.clone())).collect();
-            let (judge_run, vectors) = futures::future::try_join(
+            // Both run to their end (not `try_join`): a call cancelled by the other's failure
+            // could have been paid for without its usage being known.
+            let (judge_run, vectors) = futures::future::join(
                 self.judge.label(&prompt, agent.len(), pr.human_comments.len(), &self.pricing),
                 self.similarity.vectors(&texts, &self.pricing),
             )
-            .await?;
+            .await;
+            let (judge_run, vectors) = match (judge_run, vectors) {
+                (Ok(judge_run), Ok(vectors)) => (judge_run, vectors),
+                (Err(mut failed), vectors) => {
+                    failed.spent = failed.spent + vectors.map(|(_, metering)| metering).unwrap_or_default();
+                    return Err(failed);
+                }
+                (Ok(judge_run), Err(error)) => return Err(JudgingFailed { error, spent: judge_run.metering }),
+            };
             (Some(diff.stats), Some(judge_run), vectors)
         } else {
             (None, None, (Vec::new(), Metering::default()))
@@ -352,6 +367,7 @@ impl SwePrBenchScorer {
             human_comments,
             matches,
             scores: evaluation.scores,
+            earlier_judging: Metering::default(),
         })
     }
 }

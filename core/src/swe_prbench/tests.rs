@@ -925,8 +925,65 @@ async fn provider_failures_are_errors_not_scores() {
     let (task, humans, agent) = (e2e_task(), e2e_humans(), AgentOutput::from_text(E2E_AGENT_OUTPUT));
     let pr = PrInput { task: &task, human_comments: &humans, context_config: None, agent: &agent };
     let error = scorer(&server, "swe-judge", "wrong", SimilarityBackend::Lexical).score_pr(&pr).await.unwrap_err();
-    assert!(matches!(error, CallError::Status { status: 401, .. }), "{error}");
+    assert!(matches!(error.error, CallError::Status { status: 401, .. }), "{error}");
     let error = scorer(&server, "swe-judge", "right", embeddings(&server)).score_pr(&pr).await.unwrap_err();
-    assert!(matches!(error, CallError::Status { status: 401, .. }), "the embeddings key is wrong: {error}");
+    assert!(matches!(error.error, CallError::Status { status: 401, .. }), "the embeddings key is wrong: {error}");
+    server.shutdown().await;
+}
+
+/// A judging stopped by a provider failure keeps the usage of the calls that succeeded (the
+/// malformed judge's first answer and the embeddings call), leaves the trial unjudged, and the
+/// judging that finishes it carries that usage once into the trial's spend.
+#[tokio::test]
+async fn a_judging_stopped_by_a_provider_failure_keeps_its_paid_calls_and_judging_again_finishes_it() {
+    use crate::dataset::{CommentSelection, GroundTruth, LoadedTask};
+    use crate::findings::{ParsedReview, ReviewFormat};
+    use crate::scoring::{Scorer, Verdicts};
+    use crate::scripted::Faults;
+
+    let server = ScriptedServer::start(ScriptedConfig::default()).await.expect("server starts");
+    let task = LoadedTask {
+        task: e2e_task(),
+        truth: GroundTruth::ReviewComments { comments: e2e_humans(), selection: CommentSelection::Substantive },
+    };
+    let findings = AgentOutput::from_text(E2E_AGENT_OUTPUT).comments;
+    let review = ParsedReview { findings, format: ReviewFormat::Json, words: 0, warnings: Vec::new() };
+    let scorer = Scorer::SwePrBench {
+        scorer: Box::new(scorer(&server, "swe-judge-malformed", "k", embeddings(&server))),
+        context_config: None,
+    };
+    // The malformed judge answers prose first; its stricter retry, the second chat request, is
+    // refused (a 400 is not retried).
+    server.set_faults(Faults { status_every_nth: Some((400, 2)), ..Faults::default() });
+    let stopped = scorer.score(&task, &review, None).await.expect("a provider failure is a verdict, not an error");
+    let Verdicts::SwePrBenchUnjudged(unjudged) = &stopped else { panic!("not unjudged: {stopped:?}") };
+    assert!(unjudged.error.contains("400"), "{}", unjudged.error);
+    assert!(!stopped.is_complete() && stopped.first_hit_rank().is_none());
+    let spent = stopped.spend();
+    assert_eq!(spent.calls, 2, "the judge's first answer and the embeddings call were paid for");
+    let texts: u64 = review
+        .findings
+        .iter()
+        .map(|c| c.body.as_str())
+        .chain(e2e_humans().iter().map(|h| h.body.as_str()))
+        .map(crate::scripted::estimate_tokens)
+        .sum();
+    assert!(spent.usage.input_tokens > texts, "the judge's prompt is counted besides the embedded texts");
+    assert!(spent.cost_usd > 0.0, "the judge's answer is priced");
+    let stored: Verdicts = serde_json::from_slice(&serde_json::to_vec(&stopped).unwrap()).unwrap();
+    assert_eq!(stored, stopped, "verdicts.json round-trips");
+
+    server.set_faults(Faults::default());
+    let finished = scorer.score(&task, &review, Some(&stopped)).await.unwrap();
+    let Verdicts::SwePrBench(pr) = &finished else { panic!("not judged: {finished:?}") };
+    assert!(finished.is_complete());
+    assert_eq!(pr.earlier_judging, unjudged.spent);
+    let new = finished.spend_since(Some(&stopped));
+    assert_eq!((new.calls, new.usage), (pr.metering().calls, pr.metering().usage), "only the new calls are new");
+    assert_eq!(finished.spend().calls, spent.calls + pr.metering().calls, "each call counted once");
+    // The protocol's answer is the one a judging without the failure gives.
+    let clean = scorer.score(&task, &review, None).await.unwrap();
+    let Verdicts::SwePrBench(clean) = clean else { panic!("not judged") };
+    assert_eq!(clean.scores, pr.scores);
     server.shutdown().await;
 }

@@ -1,7 +1,7 @@
 //! `single-shot`: one model call over the task's context, as SWE-PRBench evaluates models.
 //! The call is made by the worker itself, so the provider key stays in trusted code.
 
-use lightsout_core::model::{CallError, ChatRequest, Completion, Endpoint, ModelClient};
+use lightsout_core::model::{ChatRequest, Completion, DeadlineError, Endpoint, ModelClient};
 use lightsout_core::prompts::REVIEWER_SYSTEM;
 
 pub struct SingleShot<'a> {
@@ -14,8 +14,13 @@ pub struct SingleShot<'a> {
 pub const VERSION: &str = "1.0.0";
 
 impl SingleShot<'_> {
-    pub async fn review(&self, request: ChatRequest) -> Result<Completion, CallError> {
+    /// The review, unless the call fails or `deadline` (the trial's time limit) passes first.
+    pub async fn review(
+        &self,
+        request: ChatRequest,
+        deadline: tokio::time::Instant,
+    ) -> Result<Completion, DeadlineError> {
         let request = ChatRequest { system: Some(REVIEWER_SYSTEM.to_string()), ..request };
-        self.client.complete(self.endpoint, &request).await
+        self.client.complete_until(self.endpoint, &request, deadline).await
     }
 }

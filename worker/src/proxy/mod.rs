@@ -30,7 +30,7 @@ use axum::Router;
 use futures::stream::{BoxStream, Stream, StreamExt};
 use lightsout_core::api::ApiKind;
 use lightsout_core::exchange::{Exchange, ExchangeBody};
-use lightsout_core::model::{usage_of, Endpoint, Usage};
+use lightsout_core::model::{usage_of, Endpoint, Usage, DEFAULT_STALL_TIMEOUT};
 use lightsout_core::pricing::PricingTable;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
@@ -70,6 +70,12 @@ pub struct Totals {
     /// ([`lightsout_core::scripted::SCRIPTED_HEADER`]); the trial's result records that its
     /// numbers say nothing about a real model.
     pub scripted_answers: u32,
+    /// Forwarded calls the provider failed: answered 429 or 5xx, could not be reached, stalled
+    /// (nothing for [`DEFAULT_STALL_TIMEOUT`]) or broke off its answer.
+    pub provider_failures: u32,
+    /// The last forwarded call to finish was such a failure: the provider was failing when the
+    /// agent stopped (a time limit then is not the model's doing).
+    pub last_call_failed: Option<String>,
 }
 
 impl Totals {
@@ -105,6 +111,12 @@ impl Shared {
         } else if forwarded {
             totals.calls += 1;
             totals.usage += exchange.usage;
+            // A stream the agent hung up on says nothing of the provider's health.
+            let hung_up = matches!(&exchange.response, ExchangeBody::Sse(raw) if raw.trim_end().ends_with(&format!("{AGENT_HUNG_UP}]")));
+            if !hung_up {
+                totals.last_call_failed = provider_failure(&exchange);
+                totals.provider_failures += u32::from(totals.last_call_failed.is_some());
+            }
             match exchange.cost_usd {
                 Some(cost) => totals.cost_usd += cost,
                 None if exchange.usage != Usage::default() => totals.unpriced_calls += 1,
@@ -148,6 +160,26 @@ impl Shared {
     }
 }
 
+/// Why an exchange is the provider's failure, if it is: a 429 or 5xx answer (the proxy's own
+/// 502s for an unreachable, stalled or broken-off provider included), or a stream that ended
+/// early for a reason other than the agent hanging up.
+fn provider_failure(exchange: &Exchange) -> Option<String> {
+    if exchange.status == 429 || exchange.status >= 500 {
+        return Some(format!("HTTP {}", exchange.status));
+    }
+    match &exchange.response {
+        ExchangeBody::Sse(raw) => raw
+            .rsplit_once(STREAM_BROKE_OFF)
+            .map(|(_, reason)| reason.trim().trim_end_matches(']').to_string())
+            .filter(|reason| reason != AGENT_HUNG_UP)
+            .map(|reason| format!("the stream broke off: {reason}")),
+        _ => None,
+    }
+}
+
+const STREAM_BROKE_OFF: &str = "[lightsout proxy: stream ended early:";
+const AGENT_HUNG_UP: &str = "the agent closed the connection";
+
 /// A running proxy. Dropping it stops it.
 pub struct MeteringProxy {
     addr: SocketAddr,
@@ -165,6 +197,9 @@ impl MeteringProxy {
         };
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            // A provider that sends nothing for this long is hanging: the call fails (a 502 to
+            // the agent, recorded as the provider's failure) rather than holding the agent.
+            .read_timeout(DEFAULT_STALL_TIMEOUT)
             .pool_idle_timeout(Duration::from_secs(60))
             .build()
             .map_err(std::io::Error::other)?;
@@ -469,7 +504,7 @@ impl MeteredStream {
         let usage = self.tracker.take().and_then(UsageTracker::finish).unwrap_or_default();
         let mut raw = String::from_utf8_lossy(&std::mem::take(&mut self.raw)).into_owned();
         if let Some(error) = error {
-            raw.push_str(&format!("\n[lightsout proxy: stream ended early: {error}]\n"));
+            raw.push_str(&format!("\n{STREAM_BROKE_OFF} {error}]\n"));
         }
         exchange.duration_ms = (chrono::Utc::now() - exchange.started_at).num_milliseconds().max(0) as u64;
         exchange.response = ExchangeBody::Sse(raw);
@@ -506,6 +541,6 @@ impl Stream for MeteredStream {
 
 impl Drop for MeteredStream {
     fn drop(&mut self) {
-        self.finish(Some("the agent closed the connection".into()));
+        self.finish(Some(AGENT_HUNG_UP.into()));
     }
 }

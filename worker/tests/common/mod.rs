@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lightsout_core::model::RetryPolicy;
+use lightsout_core::model::{RateLimitPolicy, RetryPolicy};
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_core::validate::parse_run;
@@ -39,6 +39,8 @@ pub fn e2e_config(yaml: &str, origin: &str, results: &Path, sandboxed: bool) -> 
         env: Box::new(|name| (name == "E2E_KEY").then(|| "real-key".to_string())),
         retry_delay: Duration::from_millis(10),
         model_retry: RetryPolicy::default(),
+        model_rate_limits: RateLimitPolicy::default(),
+        provider_stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
         harness_root: lightsout_worker::harness::default_root(),
         sandbox: sandboxed.then(|| SandboxCommand {
             program: env!("CARGO_BIN_EXE_lightsout-worker").into(),
