@@ -479,7 +479,9 @@ async fn judging_missing_votes_again_meters_only_the_new_calls() {
     let run = run_to_completion(&cluster, 5).await;
     assert_eq!(run.status.unwrap().trials.succeeded, 6);
     let last = stored_verdicts(&cluster);
-    assert!(last.iter().all(|v| v.is_complete() && v.missing_votes == 0));
+    assert!(last.iter().all(|v| v.is_complete()));
+    // A trial whose missing votes could not change a pair is judged and not asked them again.
+    let last_missing: usize = last.iter().map(|v| v.missing_votes as usize).sum();
 
     let metrics = cluster.metrics.encode();
     for kind in ["input", "output"] {
@@ -494,8 +496,8 @@ async fn judging_missing_votes_again_meters_only_the_new_calls() {
         last.iter().map(|v| v.votes.iter().filter(|vote| vote.value == VoteValue::Failed).count()).sum();
     assert_eq!(
         metric_sum(&metrics, "lightsout_judge_calls_total", &[]),
-        (votes + first_missing) as f64,
-        "each vote asked is one judge call: the final votes and the calls that failed first"
+        (votes + first_missing - last_missing) as f64,
+        "each vote asked is one judge call: the final votes and the missing ones asked again"
     );
     assert_eq!(metric_sum(&metrics, "lightsout_judge_failures_total", &[]), (first_missing + failed) as f64);
 }
