@@ -254,7 +254,7 @@ mod tests {
         let store = LocalStore::new(&file);
         let error = store.put("runs/a/run.json", b"x").await.unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::NotADirectory, "{error}");
-        assert!(error.to_string().contains(&format!("{}: ", file.display())), "{error}");
+        assert!(error.to_string().contains(&format!("{}/runs/a: ", file.display())), "{error}");
         let error = store.get("runs/a/run.json").await.unwrap_err();
         assert!(error.to_string().contains(&format!("{}/runs/a/run.json: ", file.display())), "{error}");
     }
