@@ -298,8 +298,8 @@ fn enter_namespaces(args: &SandboxArgs, report: &mut crate::sandbox_init::Report
     Ok(())
 }
 
-/// Mounts a fresh tmpfs at `target` with the given options.
-fn mount_tmpfs(target: &Path, options: &str) -> io::Result<()> {
+/// Mounts a fresh tmpfs at `target` with the given options (nosuid, nodev).
+pub(crate) fn mount_tmpfs(target: &Path, options: &str) -> io::Result<()> {
     let target = c_path(target)?;
     let fstype = CString::new("tmpfs").expect("no NUL");
     let options = CString::new(options).map_err(io::Error::other)?;

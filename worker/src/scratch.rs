@@ -40,23 +40,7 @@ pub fn mount(dir: &Path, size_mib: u64) -> std::io::Result<()> {
     unmount(dir);
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
-    let target = c_path(dir)?;
-    let fstype = CString::new("tmpfs").expect("no NUL");
-    let options = CString::new(format!("mode=0711,size={size_mib}m")).expect("no NUL");
-    // SAFETY: a plain mount system call with valid C strings.
-    let result = unsafe {
-        libc::mount(
-            fstype.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            options.as_ptr().cast(),
-        )
-    };
-    if result != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sandbox::mount_tmpfs(dir, &format!("mode=0711,size={size_mib}m"))
 }
 
 /// Removes the scratch space: unmounts the tmpfs (its contents go with it) and the directory.
