@@ -3,7 +3,7 @@
 //! happens after the agent has exited, elsewhere (invariant 2).
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lightsout_core::api::{HarnessName, PromptPreset};
@@ -110,8 +110,7 @@ async fn publish<S: ResultStore + Clone>(
         return Ok(());
     }
     let spool = spool_dir(store, run, trial, attempt);
-    // A spool left by an interrupted process belongs to an attempt that is being redone now.
-    let _ = tokio::fs::remove_dir_all(&spool).await;
+    remove_abandoned_spools(&spool);
     let uploader = Uploader::new(store.clone(), &spool)
         .with_deadline(deadline)
         .with_backoff(Duration::from_millis(200), Duration::from_secs(10));
@@ -120,11 +119,35 @@ async fn publish<S: ResultStore + Clone>(
 
 /// One attempt's spool: a single directory right under the spool root (which the uploader
 /// removes once everything is stored, leaving nothing behind), named by a hash of the
-/// destination too, so that two runs of the same spec into different stores (or two tests) never
-/// share one.
+/// destination (so that runs of the same spec into different stores never share one), then by
+/// this process's id and a number of its own: a spool belongs to one publication, and two
+/// publications of the same attempt to the same bucket (two tests, each with its own S3 server on
+/// another endpoint, in one process or two) must not remove each other's files.
 fn spool_dir<S: ResultStore>(store: &S, run: &str, trial: &str, attempt: u32) -> PathBuf {
+    static PUBLICATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let attempt = attempt.to_string();
-    spool_root().join(lightsout_core::hash::short_hash_fields(&[&store.uri(""), run, trial, &attempt]))
+    let destination = lightsout_core::hash::short_hash_fields(&[&store.uri(""), run, trial, &attempt]);
+    let publication = PUBLICATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    spool_root().join(format!("{destination}-{}-{publication}", std::process::id()))
+}
+
+/// Removes the spools of the same attempt left by processes that no longer run: their attempt is
+/// being redone now, by this process. A spool whose process is alive is left to it.
+fn remove_abandoned_spools(spool: &Path) {
+    let owner = |path: &Path| -> Option<(String, u32)> {
+        let mut fields = path.file_name()?.to_str()?.splitn(3, '-');
+        Some((fields.next()?.to_string(), fields.next()?.parse().ok()?))
+    };
+    let (Some(root), Some((destination, _))) = (spool.parent(), owner(spool)) else { return };
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some((entry_destination, pid)) = owner(&path) else { continue };
+        let owner_alive = Path::new("/proc").join(pid.to_string()).exists();
+        if entry_destination == destination && (path == spool || !owner_alive) {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }
 
 /// What an attempt produced besides its result record.
@@ -837,11 +860,17 @@ mod tests {
     #[derive(Clone, Default)]
     struct Remote {
         puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+        /// At each put, how many spools of this process's attempt-1 of trial `watched` exist.
+        watched: Option<&'static str>,
+        spools_at_puts: std::sync::Arc<std::sync::Mutex<Vec<usize>>>,
     }
 
     impl ResultStore for Remote {
         async fn put(&self, key: &str, _bytes: &[u8]) -> std::io::Result<()> {
             self.puts.lock().unwrap().push(key.to_string());
+            if let Some(trial) = self.watched {
+                self.spools_at_puts.lock().unwrap().push(spools_of(&Remote::default(), "r", trial).len());
+            }
             Ok(())
         }
         async fn get(&self, _key: &str) -> std::io::Result<Option<Vec<u8>>> {
@@ -875,19 +904,52 @@ mod tests {
         names.sort();
         assert_eq!(names, ["agent.stderr", "agent.stdout", "result.json"]);
         assert_eq!(std::fs::read(attempt.join("agent.stderr")).unwrap(), b"err");
-        assert!(!spool_dir(&store, "r", "t", 1).exists(), "a local store is not spooled");
+        assert_eq!(spools_of(&store, "r", "t"), Vec::<PathBuf>::new(), "a local store is not spooled");
+    }
+
+    /// This process's spools of attempt 1 of `trial` in `store`.
+    fn spools_of<S: ResultStore>(store: &S, run: &str, trial: &str) -> Vec<PathBuf> {
+        let example = spool_dir(store, run, trial, 1);
+        let name = example.file_name().unwrap().to_str().unwrap();
+        let prefix = &name[..name.rfind('-').unwrap() + 1];
+        let Ok(entries) = std::fs::read_dir(spool_root()) else { return Vec::new() };
+        entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with(prefix))
+            .collect()
     }
 
     #[tokio::test]
     async fn a_remote_store_is_spooled_commit_last_and_the_spool_removed() {
-        let store = Remote::default();
-        let spool = spool_dir(&store, "r", "t", 1);
+        let store = Remote { watched: Some("spooled"), ..Remote::default() };
+        let spool = spool_dir(&store, "r", "spooled", 1);
         assert_eq!(spool.parent(), Some(spool_root().as_path()), "one directory right under the root");
-        publish(&store, "r", "t", 1, attempt_artifacts(), Duration::from_secs(5)).await.unwrap();
+        assert_ne!(spool_dir(&store, "r", "spooled", 1), spool, "each publication has its own");
+        publish(&store, "r", "spooled", 1, attempt_artifacts(), Duration::from_secs(5)).await.unwrap();
         let puts = store.puts.lock().unwrap().clone();
         assert_eq!(puts.len(), 3);
         assert!(puts[2].ends_with("/result.json"), "{puts:?}");
-        assert!(!spool.exists(), "the attempt's spool is removed once stored");
+        assert_eq!(*store.spools_at_puts.lock().unwrap(), [1, 1, 1], "spooled while uploading, in one spool");
+        assert_eq!(spools_of(&store, "r", "spooled"), Vec::<PathBuf>::new(), "the spool is removed once stored");
+    }
+
+    #[tokio::test]
+    async fn a_spool_of_a_live_process_is_left_alone_and_one_of_a_dead_process_removed() {
+        let store = Remote::default();
+        let own = spool_dir(&store, "r", "live-and-dead", 1);
+        let destination = own.file_name().unwrap().to_str().unwrap().split('-').next().unwrap().to_string();
+        // pid 1 always runs; a pid past the kernel's limit never does.
+        let live = spool_root().join(format!("{destination}-1-0"));
+        let dead = spool_root().join(format!("{destination}-4294967295-0"));
+        for dir in [&live, &dead] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("agent.stdout"), b"x").unwrap();
+        }
+        publish(&store, "r", "live-and-dead", 1, attempt_artifacts(), Duration::from_secs(5)).await.unwrap();
+        assert!(live.join("agent.stdout").exists(), "another running process's spool is its own");
+        assert!(!dead.exists(), "a spool whose process has gone is removed");
+        std::fs::remove_dir_all(&live).unwrap();
     }
 
     #[test]
