@@ -331,7 +331,10 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                                     .max_file_bytes
                                     .map_or(DEFAULT_MAX_FILE_BYTES, |b| b.max(0) as u64),
                                 grace: Duration::from_secs(10),
-                                scratch_mib: crate::scratch::scratch_mib(),
+                                scratch_mib: spec
+                                    .agent
+                                    .scratch_mib
+                                    .map_or_else(crate::scratch::scratch_mib, |m| m.max(1) as u64),
                             }),
                         };
                         let artifacts = match run_trial(&job, client, pricing, store, config.upload_deadline).await {
