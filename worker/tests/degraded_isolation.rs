@@ -95,9 +95,9 @@ impl Ran {
         assert!(self.applied("seccomp filter and no_new_privs"), "{:?}", self.applied);
         assert!(self.has("PTRACE refused: Operation not permitted"), "{}", self.output);
         assert!(self.has("VM_READV refused: Operation not permitted"), "{}", self.output);
-        // The daemon, the shell that counts and its grep: the daemon ran.
+        // The daemon and the grep that counts: the daemon ran.
         let daemons = self.lines().iter().find_map(|l| l.strip_prefix("DAEMONS ")).and_then(|n| n.parse::<u32>().ok());
-        assert!(daemons >= Some(3), "{}", self.output);
+        assert_eq!(daemons, Some(2), "{}", self.output);
         assert_eq!(processes_with(&self.marker), Vec::<u32>::new(), "the setsid daemon outlived the sandbox");
     }
 
@@ -280,9 +280,9 @@ async fn without_cap_sys_admin_or_user_namespaces_the_filter_and_the_reaper_stil
     assert!(ran.output.contains("HIDDEN SECRET-"), "{}", ran.output);
     assert!(!ran.has("PID1 lightsout-sandbox-init"), "{}", ran.output);
     assert_eq!(ran.applied.len(), 1, "only the filter: {:?}", ran.applied);
-    let why = "uid 0 without CAP_SYS_ADMIN, and no user namespace could be made: unshare(CLONE_NEWUSER): No space left on device";
+    let why = ": uid 0 without CAP_SYS_ADMIN, and no user namespace could be made: unshare(CLONE_NEWUSER): No space left on device";
     for what in ["mount namespace (", "pid namespace (", "ipc namespace"] {
-        assert!(ran.missing.iter().any(|m| m.starts_with(what) && m.ends_with(why)), "{what}: {:?}", ran.missing);
+        assert!(ran.missing.iter().any(|m| m.starts_with(what) && m.contains(why)), "{what}: {:?}", ran.missing);
     }
     assert!(ran.missing.iter().any(|m| m.starts_with("agent user of its own")), "{:?}", ran.missing);
     assert_eq!(ran.missing.len(), 4, "{:?}", ran.missing);
@@ -320,5 +320,5 @@ fn the_network_probe_says_what_the_environment_allows() {
     assert_eq!(probe(NO_SYS_ADMIN, None), (Some(0), String::new()));
     let (code, why) = probe(NO_USER_NAMESPACES, None);
     assert_eq!(code, Some(1));
-    assert!(why.ends_with("no user namespace could be made: unshare(CLONE_NEWUSER): No space left on device"), "{why}");
+    assert!(why.contains("no user namespace could be made: unshare(CLONE_NEWUSER): No space left on device"), "{why}");
 }
