@@ -150,7 +150,10 @@ impl Degraded {
 fn degraded_run(name: &str, marker: &str, wrapper: &[&str], uid: Option<u32>) -> Degraded {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let server = runtime
-        .block_on(ScriptedServer::start(ScriptedConfig { expected_api_key: Some(KEY.into()), faults: Faults::default() }))
+        .block_on(ScriptedServer::start(ScriptedConfig {
+            expected_api_key: Some(KEY.into()),
+            faults: Faults::default(),
+        }))
         .unwrap();
     server.script_agent("attacker", attack_steps(marker));
     let dir = tempfile::tempdir().unwrap();
@@ -195,7 +198,11 @@ fn degraded_run(name: &str, marker: &str, wrapper: &[&str], uid: Option<u32>) ->
 
 fn require_root_and_harness() {
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "the test starts the CLI as other users, which needs root (CI runs as root)");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "the test starts the CLI as other users, which needs root (CI runs as root)"
+    );
     let harness = lightsout_core::api::HarnessRef {
         name: lightsout_core::api::HarnessName::MiniSweAgent,
         version: MINI_SWE_AGENT.into(),

@@ -506,11 +506,8 @@ impl Providers {
 /// One line naming the protections a trial ran without, when they differ from those last noted
 /// (so a run says it once, not per trial); the trial's record says why for each.
 fn isolation_notice(isolation: Option<&Isolation>, noted: &Mutex<Option<Vec<String>>>) -> Option<String> {
-    let missing: Vec<String> = isolation?
-        .missing
-        .iter()
-        .map(|m| m.split([':', '(']).next().unwrap_or(m).trim().to_string())
-        .collect();
+    let missing: Vec<String> =
+        isolation?.missing.iter().map(|m| m.split([':', '(']).next().unwrap_or(m).trim().to_string()).collect();
     let mut noted = noted.lock().expect("lock");
     if missing.is_empty() || noted.as_ref() == Some(&missing) {
         return None;

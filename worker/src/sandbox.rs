@@ -235,7 +235,9 @@ fn namespace_source(user: Option<AgentUser>) -> Result<NamespaceSource, Result<S
 fn probe_network() -> i32 {
     let made = match namespace_source(None) {
         // SAFETY: a plain system call (this process exits right after).
-        Ok(_) => check(unsafe { libc::unshare(libc::CLONE_NEWNET) }, "unshare(CLONE_NEWNET)").map_err(|e| e.to_string()),
+        Ok(_) => {
+            check(unsafe { libc::unshare(libc::CLONE_NEWNET) }, "unshare(CLONE_NEWNET)").map_err(|e| e.to_string())
+        }
         Err(Ok(why)) => Err(why),
         Err(Err(e)) => Err(e.to_string()),
     };
@@ -297,7 +299,8 @@ fn enter_and_run(args: &SandboxArgs, leading: &[OsString]) -> io::Result<i32> {
             // SAFETY: a plain system call.
             match check(unsafe { libc::unshare(libc::CLONE_NEWPID) }, "unshare(CLONE_NEWPID)") {
                 Ok(()) => pid_namespace = true,
-                Err(e) => report.missing("pid namespace (the agent sees and may signal the worker's processes)", &e.to_string()),
+                Err(e) => report
+                    .missing("pid namespace (the agent sees and may signal the worker's processes)", &e.to_string()),
             }
         }
         Err(Err(unusable)) => return Err(unusable),
@@ -343,7 +346,9 @@ fn enter_and_run(args: &SandboxArgs, leading: &[OsString]) -> io::Result<i32> {
         report.applied("pid namespace: everything left in it dies with the agent, setsid or not");
         match proc_mount.result() {
             Ok(()) => report.applied("pid namespace's own /proc: the agent sees and signals only its own processes"),
-            Err(e) => report.missing("pid namespace's own /proc (the agent sees the host's process list)", &e.to_string()),
+            Err(e) => {
+                report.missing("pid namespace's own /proc (the agent sees the host's process list)", &e.to_string())
+            }
         }
     }
     // The init holds the report now; this process writes no more to it.
@@ -499,7 +504,9 @@ fn private_mounts(args: &SandboxArgs, report: &mut crate::sandbox_init::Report) 
     for (dir, result) in private_dirs(args.tmpfs_mib) {
         match result {
             Ok(()) => private.push(dir.display().to_string()),
-            Err(e) => report.missing(&format!("private {} (the agent shares the host's)", dir.display()), &e.to_string()),
+            Err(e) => {
+                report.missing(&format!("private {} (the agent shares the host's)", dir.display()), &e.to_string())
+            }
         }
     }
     report.applied(&format!(

@@ -191,7 +191,10 @@ mod tests {
                 assert_eq!(both.uid_map, format!("{uid} {uid} 1\n{0} {0} 1\n", agent.uid));
                 assert!(!both.deny_setgroups, "root may keep setgroups to drop its groups");
             }
-            Err(e) => assert!(!(has_capability(CAP_SETUID) && has_capability(CAP_SETGID)) && e.to_string().contains("CAP_SETUID"), "{e}"),
+            Err(e) => assert!(
+                !(has_capability(CAP_SETUID) && has_capability(CAP_SETGID)) && e.to_string().contains("CAP_SETUID"),
+                "{e}"
+            ),
         }
     }
 }

@@ -149,7 +149,8 @@ fn pong_server(path: &Path) {
 async fn run_agent(wrapper: &[&str], spawn_user: Option<AgentUser>, agent_user: Option<AgentUser>, proxy: bool) -> Ran {
     let scratch = tempfile::tempdir_in("/tmp").unwrap();
     let base = open_dir(scratch.path());
-    let (work, hidden, run_dir) = (open_dir(&base.join("work")), open_dir(&base.join("hidden")), open_dir(&base.join("run")));
+    let (work, hidden, run_dir) =
+        (open_dir(&base.join("work")), open_dir(&base.join("hidden")), open_dir(&base.join("run")));
     if let Some(user) = agent_user {
         agent_process::hand_over(&[&work], Some(user)).unwrap();
     }
@@ -240,7 +241,11 @@ async fn not_root_the_sandbox_makes_its_namespaces_in_a_user_namespace() {
     ] {
         assert!(ran.applied(what), "{what} not in {:?}", ran.applied);
     }
-    assert!(ran.applied.iter().any(|a| a.contains("private /tmp, /dev/shm, /var/tmp, /run of 64 MiB")), "{:?}", ran.applied);
+    assert!(
+        ran.applied.iter().any(|a| a.contains("private /tmp, /dev/shm, /var/tmp, /run of 64 MiB")),
+        "{:?}",
+        ran.applied
+    );
     assert_eq!(
         ran.missing,
         vec!["agent user of its own (the agent runs as the worker's uid 65534): leasing a user id takes root"],
