@@ -234,9 +234,10 @@ fn namespace_source(user: Option<AgentUser>) -> Result<NamespaceSource, Result<S
 /// prints why and exits 1.
 fn probe_network() -> i32 {
     let made = match namespace_source(None) {
-        // SAFETY: a plain system call (this process exits right after).
         Ok(_) => {
-            check(unsafe { libc::unshare(libc::CLONE_NEWNET) }, "unshare(CLONE_NEWNET)").map_err(|e| e.to_string())
+            // SAFETY: a plain system call (this process exits right after).
+            let result = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+            check(result, "unshare(CLONE_NEWNET)").map_err(|e| e.to_string())
         }
         Err(Ok(why)) => Err(why),
         Err(Err(e)) => Err(e.to_string()),
@@ -266,14 +267,13 @@ pub async fn network_namespace(program: &Path, leading_args: &[OsString]) -> Res
                 .output()
                 .await
                 .map_err(|e| format!("running {} --probe-network: {e}", program.display()))?;
-            match output.status.success() {
-                true => Ok(()),
-                false => Err(format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&output.stdout).trim(),
-                    String::from_utf8_lossy(&output.stderr).trim()
-                )),
+            if output.status.success() {
+                return Ok(());
             }
+            // The reason on standard output; a sandbox that failed otherwise says why on its error.
+            let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+            let why = [stdout.trim(), stderr.trim()].into_iter().find(|text| !text.is_empty());
+            Err(why.map_or_else(|| format!("{} --probe-network: {}", program.display(), output.status), str::to_string))
         })
         .await
         .clone()

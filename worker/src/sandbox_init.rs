@@ -102,7 +102,9 @@ impl Report {
 
     fn line(&mut self, line: &str) {
         if let Some(file) = &mut self.0 {
-            let _ = writeln!(file, "{}", line.replace('\n', " "));
+            // One write per line: the sandbox and its init may both be writing (a pipe keeps a
+            // write of up to PIPE_BUF bytes whole).
+            let _ = file.write_all(format!("{}\n", line.replace('\n', " ")).as_bytes());
         }
     }
 
