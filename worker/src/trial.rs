@@ -59,7 +59,8 @@ pub struct AgentSetup {
     /// Scratch space for this attempt; removed afterwards.
     pub scratch: PathBuf,
     /// The sandbox the agent runs in (root: namespaces, own uid, filter; otherwise the filter and
-    /// what else works unprivileged); `None` runs the agent without one, and the record says so.
+    /// what else the environment allows, see [`crate::sandbox`]); `None` runs the agent without
+    /// one, and the record says so.
     pub sandbox: Option<SandboxLauncher>,
     pub max_turns: Option<u32>,
     /// The most bytes of one file the agent leaves that is read (see `agent_files`).
@@ -73,7 +74,7 @@ pub struct AgentSetup {
 
 /// How to start the sandbox: a program (the worker or CLI binary itself) with the arguments that
 /// select its sandbox entry point, and the directories to hide from the agent. As root it gives
-/// the agent namespaces of its own; otherwise only what works unprivileged (see
+/// the agent namespaces of its own; otherwise what the environment allows (see
 /// [`crate::sandbox`]).
 #[derive(Debug, Clone)]
 pub struct SandboxLauncher {
@@ -400,8 +401,15 @@ async fn run_agentic_in_scratch(
         Err(e) => return infra(format!("leasing an agent user id: {e}")),
     };
     let user = lease.as_ref().map(UidLease::user);
-    // The proxy is reached through the sandbox's network namespace, which only root can make.
-    let network_sandbox = setup.sandbox.is_some() && root;
+    // The proxy is reached through the sandbox's network namespace when one can be made here.
+    let network = match &setup.sandbox {
+        Some(sandbox) => crate::sandbox::network_namespace(&sandbox.program, &sandbox.leading_args).await,
+        None => Err("no sandbox".into()),
+    };
+    let network_sandbox = network.is_ok();
+    if let (Some(_), Err(why)) = (&setup.sandbox, &network) {
+        isolation.missing.push(format!("network namespace (the agent shares the worker's network): {why}"));
+    }
     let (home, logs, run_dir) = (scratch.join("home"), scratch.join("logs"), scratch.join("run"));
     for dir in [&home, &logs, &run_dir] {
         if let Err(e) = std::fs::create_dir_all(dir) {
@@ -473,7 +481,7 @@ async fn run_agentic_in_scratch(
             };
             launch.program = sandbox.program.clone();
             launch.args = sandbox.leading_args.iter().cloned().chain(args.to_args()).collect();
-            // The sandbox starts as root and drops to the agent user itself.
+            // The sandbox starts as the worker's user and drops to the agent user itself.
             None
         }
         None => user,
