@@ -103,5 +103,4 @@ EOF
 
 run_mode embeddings
 run_mode lexical
-git -C "$HARNESS_DIR" rev-parse HEAD 2>/dev/null || true
 echo "work files: $WORK"

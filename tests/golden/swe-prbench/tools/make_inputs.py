@@ -690,7 +690,7 @@ t.record("A", [kappa_answer], ["I cannot evaluate this review."],
           "fallback_penalty 0.5 halves the composite", "stage 2 still runs under the fallback (K0 matched to k1)"])
 t.record("B", [kappa_answer], ["[]"], ["judge answer a JSON array: 'must be a JSON object' -> fallback"])
 t.record("C", [kappa_answer], [{"http_status": 400, "error": "golden: judge request rejected"}],
-         ["judge provider error (HTTP 400): fallback", "adjacency 0/3 (all lines inside the diff or context lines?) see outputs"])
+         ["judge provider error (HTTP 400): fallback", "adjacency 3/3: lines 14, 12 and 11 are not added lines (only 13 is)"])
 
 # ---------------------------------------------------------------------------
 # T11 lambda__1111 — partly unusable judge answers
@@ -726,8 +726,9 @@ t.record("A", [lambda_answer],
                         cls("", "CONFIRMED", "l2", 5), cls(t.comment_id("A", 2), "PLAUSIBLE", None, "high")],
                        [st("l1", "caught", t.comment_id("A", 0)), st("l2", "PARTIAL", None), "oops"])],
          ["PARTIAL classification dropped (no fallback), non-object entries skipped, unknown and empty ids ignored",
-          "actionability 'high' -> 3", "missing entry -> PLAUSIBLE / 3", "stage 2 matches the PARTIAL-judged comment L1 to l2?"
-          " (0.6 + 0.25 -> yes)", "lowercase status 'caught' accepted"])
+          "actionability 'high' -> 3", "missing entry -> PLAUSIBLE / 3",
+          "stage 2 matches the PARTIAL-judged L1 to l2 (0.6 + 0.25) and the unjudged L3 to l3 (0.8 + 0.25 clamped to 1.0), actionability 3",
+          "lowercase status 'caught' accepted, 'PARTIAL' status and non-object statuses dropped"])
 t.record("B", [lambda_answer],
          [judge_answer([cls(t.comment_id("B", i), "PARTIAL", None, 4) for i in range(4)], "none")],
          ["no usable classification: every comment PLAUSIBLE / 3 ('fallback_default') WITHOUT the fallback penalty",
@@ -737,7 +738,7 @@ t.record("C", [lambda_answer],
              [cls(t.comment_id("C", 0), "CONFIRMED", "l1", 4), cls(t.comment_id("C", 1), "CONFIRMED", "l2", 2),
               cls(t.comment_id("C", 2), "PLAUSIBLE", None, 0), cls(t.comment_id("C", 3), "CONFIRMED", "l3", 5)]) + "\n```\nThanks."],
          ["judge JSON inside prose and fences: parsed from the first '{' to the last '}'", "actionability 0 -> clamp 1",
-          "Type3 with full config name: adjacency 2/4"])
+          "Type3 with full config name: adjacency 3/4 (line 5 is a context line)"])
 
 # ---------------------------------------------------------------------------
 # T12 mu__1212 — integer comment ids, empty human body, clustering, clamp
