@@ -124,6 +124,11 @@ impl AgentFiles {
     }
 
     /// The directory files are read beneath.
+    /// The most bytes of one file that are read.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
     pub fn root(&self) -> &Path {
         &self.root_path
     }

@@ -554,7 +554,13 @@ async fn run_agentic_in_scratch(
         }
     }
     if let Ok(entries) = std::fs::read_dir(&logs) {
+        let mut stored = 0u64;
+        let total_cap = setup.max_file_bytes.saturating_mul(MAX_LOG_FILES_PER_CAP);
         for entry in entries.flatten() {
+            if stored >= total_cap {
+                tracing::warn!(trial = %job.trial_id, "the harness's logs passed {total_cap} bytes in total; the rest are not stored");
+                break;
+            }
             // The session log is stored once, compressed, as its own artifact; a harness may
             // keep directories of its own here, which are not taken.
             if session_log.as_ref().is_some_and(|log| log.files.contains(&entry.path()))
@@ -563,7 +569,10 @@ async fn run_agentic_in_scratch(
                 continue;
             }
             match files.read(&entry.path()) {
-                Ok(bytes) => artifacts.push((format!("harness-{}", entry.file_name().to_string_lossy()), bytes)),
+                Ok(bytes) => {
+                    stored += bytes.len() as u64;
+                    artifacts.push((format!("harness-{}", entry.file_name().to_string_lossy()), bytes))
+                }
                 Err(refusal) => refused.push(refusal),
             }
         }
@@ -686,7 +695,15 @@ fn merge_session_log(
     }
     let mut read = Vec::new();
     let mut raw = Vec::new();
+    let total_cap = files.max_bytes().saturating_mul(MAX_LOG_FILES_PER_CAP);
     for path in &log.files {
+        if raw.len() as u64 >= total_cap {
+            trajectory.warnings.push(format!(
+                "{format} log passed {total_cap} bytes in total; {} and later files not read",
+                shown(path)
+            ));
+            break;
+        }
         match files.read_if_present(path)? {
             Some(bytes) => {
                 raw.extend_from_slice(&bytes);
@@ -711,6 +728,10 @@ fn merge_session_log(
     lightsout_core::trajectory::merge_session(trajectory, &parsed.calls);
     Ok(())
 }
+
+/// How many files at the size cap the session log, and separately the harness's other logs, may
+/// hold in total: an agent that writes a thousand log files just under the cap is not read whole.
+const MAX_LOG_FILES_PER_CAP: u64 = 4;
 
 /// What a result records of the trajectory.
 fn summarise(trajectory: &lightsout_core::trajectory::Trajectory) -> TrajectorySummary {
@@ -861,6 +882,31 @@ mod tests {
         assert_eq!(
             (trajectory.tool_calls, trajectory.harness_only_tool_calls, trajectory.failed_tool_calls),
             (2, 2, 1)
+        );
+    }
+
+    #[test]
+    fn a_session_log_is_read_up_to_its_total_cap_and_the_files_left_named() {
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().join("home/.codex/sessions");
+        std::fs::create_dir_all(&dir).unwrap();
+        // Each file just under the 1 KiB cap; together past four times it.
+        let paths: Vec<PathBuf> = (0..6)
+            .map(|i| {
+                let path = dir.join(format!("rollout-{i}.jsonl"));
+                std::fs::write(&path, format!("{}\n", "x".repeat(1000))).unwrap();
+                path
+            })
+            .collect();
+        let files = AgentFiles::open(scratch.path(), None, 1024).unwrap();
+        let (mut trajectory, mut artifacts) = (Trajectory::default(), Vec::new());
+        merge_session_log(&codex_log(scratch.path(), paths), &files, &mut trajectory, &mut artifacts).unwrap();
+        let stored = lightsout_core::compress::decompress(&artifacts[0].1).unwrap();
+        assert_eq!(stored.len(), 5 * 1001, "read until the total passed 4 KiB");
+        let warning = trajectory.warnings.iter().find(|w| w.contains("in total")).expect("the cut is said");
+        assert_eq!(
+            warning,
+            "codex rollout log passed 4096 bytes in total; home/.codex/sessions/rollout-5.jsonl and later files not read"
         );
     }
 

@@ -308,9 +308,11 @@ pub struct SessionLog {
     pub files: Vec<PathBuf>,
 }
 
-/// The regular files under `dir`, at most `depth` levels down (1: its own files), whose path
-/// `wanted` accepts, oldest first. Symbolic links are neither followed nor listed: the
-/// directory is the agent's.
+/// The entries under `dir` that are not directories, at most `depth` levels down (1: its own
+/// files), whose path `wanted` accepts, oldest first. The directory is the agent's: symbolic
+/// links are not followed, but a link (or FIFO, or socket) where a log file is looked for is
+/// listed, so that reading it is refused by name ([`crate::agent_files`]) instead of skipped
+/// silently.
 fn find_files(dir: &Path, depth: usize, wanted: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
     fn walk(dir: &Path, depth: usize, wanted: &dyn Fn(&Path) -> bool, out: &mut Vec<(std::time::SystemTime, PathBuf)>) {
         if depth == 0 {
@@ -322,7 +324,7 @@ fn find_files(dir: &Path, depth: usize, wanted: &dyn Fn(&Path) -> bool) -> Vec<P
             let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
             if meta.is_dir() {
                 walk(&path, depth - 1, wanted, out);
-            } else if meta.is_file() && wanted(&path) {
+            } else if wanted(&path) {
                 out.push((meta.modified().unwrap_or(std::time::UNIX_EPOCH), path));
             }
         }
@@ -378,7 +380,7 @@ mod tests {
     }
 
     #[test]
-    fn finding_session_files_skips_links_and_depth() {
+    fn finding_session_files_lists_links_without_following_them_and_keeps_to_depth() {
         let dir = tempfile::tempdir().unwrap();
         let sessions = dir.path().join("sessions/2026/12/01");
         std::fs::create_dir_all(&sessions).unwrap();
@@ -393,7 +395,11 @@ mod tests {
                 file_name(p).starts_with("rollout-") && file_name(p).ends_with(".jsonl")
             })
         };
-        assert_eq!(rollouts(4), [sessions.join("rollout-a.jsonl")]);
+        let mut found = rollouts(4);
+        found.sort();
+        // The link is listed (its read is then refused by name); the linked directory `loop` is
+        // not walked into, or `rollout-a.jsonl` would be found again through it.
+        assert_eq!(found, [sessions.join("rollout-a.jsonl"), sessions.join("rollout-link.jsonl")]);
         assert!(rollouts(3).is_empty(), "too deep");
         assert!(find_files(&dir.path().join("missing"), 4, &|_: &Path| true).is_empty());
     }
