@@ -135,10 +135,19 @@ pub fn run(args: &InitArgs) -> i32 {
             crate::sandbox::ignore_sigterm();
         }
     }
-    match crate::seccomp::Filter::build().and_then(|filter| filter.install()) {
+    // In a PID namespace of its own the agent cannot reach anything outside it; otherwise the
+    // filter keeps its hands off this init, the sandbox and the worker above them.
+    let filter = if pid1 {
+        crate::seccomp::Filter::build()
+    } else {
+        // SAFETY: getpgid with an integer argument.
+        crate::seccomp::Filter::protecting(&ancestors(), unsafe { libc::getpgid(0) })
+    };
+    match filter.and_then(|filter| filter.install()) {
         Ok(()) => report.applied(&format!(
-            "seccomp filter and no_new_privs (refusing {})",
-            crate::seccomp::refused_calls().join(", ")
+            "seccomp filter and no_new_privs (refusing {}{})",
+            crate::seccomp::refused_calls().join(", "),
+            if pid1 { "" } else { "; signals to the worker, the sandbox and this init" }
         )),
         Err(e) => report.missing("seccomp filter", &e),
     }
@@ -164,6 +173,25 @@ pub fn run(args: &InitArgs) -> i32 {
         kill_descendants();
     }
     code
+}
+
+/// This process and its ancestors up to (not including) pid 1: the init, the sandbox, the worker
+/// (or `lightsout run`) and whatever started it.
+fn ancestors() -> Vec<libc::pid_t> {
+    // SAFETY: getpid with no arguments.
+    let mut chain = vec![unsafe { libc::getpid() }];
+    while let Some(&pid) = chain.last() {
+        let parent = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| {
+            // The command name may hold spaces and parentheses: the fields follow its last `)`.
+            let fields = &stat[stat.rfind(')')? + 1..];
+            fields.split_whitespace().nth(1)?.parse::<libc::pid_t>().ok()
+        });
+        match parent {
+            Some(parent) if parent > 1 && !chain.contains(&parent) && chain.len() < 64 => chain.push(parent),
+            _ => break,
+        }
+    }
+    chain
 }
 
 /// Reaps children (orphans handed to this init included) until `agent` exits; its exit code,

@@ -17,6 +17,13 @@
 //!   `add_key`/`request_key` (the kernel keyring is not namespaced), `open_by_handle_at` (the
 //!   classic container escape), `io_uring_*` (its operations bypass this filter).
 //!
+//! - when the agent shares a PID namespace with the processes that run it (no PID namespace could
+//!   be made: an unprivileged pod), reaching those: signals to the worker, the sandbox and its
+//!   init or their process groups (`kill`, `tkill`, `tgkill`, `rt_sigqueueinfo`,
+//!   `rt_tgsigqueueinfo`), `kill(-1)` (every process of the uid), `pidfd_open` of them (a pidfd
+//!   signals too) and `prlimit64` on them. An agent that killed its worker would have its trial
+//!   retried as an infrastructure failure instead of scored.
+//!
 //! Refused calls fail with `EPERM`, except `clone3`, which fails with `ENOSYS`: its flags are in
 //! memory a filter cannot read, and `ENOSYS` makes the C library fall back to `clone`, whose
 //! flags it can.
@@ -111,9 +118,41 @@ fn target_arch() -> Result<TargetArch, String> {
 /// The compiled filter: refusals with `EPERM`, and `clone3` with `ENOSYS`.
 pub struct Filter([BpfProgram; 2]);
 
+/// Calls whose first argument is a process (or, for `kill`, a negated process group), refused
+/// when it names a protected one.
+const TARGETING_A_PROCESS: &[libc::c_long] = &[
+    libc::SYS_kill,
+    libc::SYS_tkill,
+    libc::SYS_tgkill,
+    libc::SYS_rt_sigqueueinfo,
+    libc::SYS_rt_tgsigqueueinfo,
+    libc::SYS_pidfd_open,
+    libc::SYS_prlimit64,
+];
+
 impl Filter {
+    /// The filter for an agent in a PID namespace of its own: no process outside it is in reach.
     pub fn build() -> Result<Filter, String> {
-        programs().map(Filter)
+        programs(&[])
+    }
+
+    /// The filter for an agent that shares its PID namespace with `protected` (the worker, the
+    /// sandbox, its init): none of them, nor their process groups, may be signalled or limited.
+    /// The agent's own process group `own_group` stays in reach: signalling it ends only the
+    /// agent's own trial (the sandbox and its init are in it; the worker is not).
+    pub fn protecting(protected: &[libc::pid_t], own_group: libc::pid_t) -> Result<Filter, String> {
+        let mut targets: Vec<libc::pid_t> = vec![-1];
+        for &pid in protected.iter().filter(|&&pid| pid > 0) {
+            targets.push(pid);
+            // SAFETY: getpgid with an integer argument.
+            let group = unsafe { libc::getpgid(pid) };
+            if group > 1 && group != own_group {
+                targets.push(-group);
+            }
+        }
+        targets.sort_unstable();
+        targets.dedup();
+        programs(&targets)
     }
 
     /// Sets `no_new_privs` and installs the filter on the calling thread (the sandbox's
@@ -127,7 +166,7 @@ impl Filter {
     }
 }
 
-fn programs() -> Result<[BpfProgram; 2], String> {
+fn programs(protected_targets: &[libc::pid_t]) -> Result<Filter, String> {
     let arch = target_arch()?;
     let error = |e: seccompiler::BackendError| format!("building the system-call filter: {e}");
     let mut refused: BTreeMap<i64, Vec<SeccompRule>> = REFUSED.iter().map(|(_, nr)| (*nr, Vec::new())).collect();
@@ -145,6 +184,24 @@ fn programs() -> Result<[BpfProgram; 2], String> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(error)?;
     refused.insert(libc::SYS_clone, clone_rules);
+    if !protected_targets.is_empty() {
+        for &call in TARGETING_A_PROCESS {
+            let rules = protected_targets
+                .iter()
+                .map(|&target| {
+                    // A pid_t is 32 bits: compare the low half, whatever the caller left above it.
+                    SeccompRule::new(vec![SeccompCondition::new(
+                        0,
+                        SeccompCmpArgLen::Dword,
+                        SeccompCmpOp::Eq,
+                        u64::from(target as u32),
+                    )?])
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(error)?;
+            refused.insert(call, rules);
+        }
+    }
     let refuse = SeccompFilter::new(refused, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
         .map_err(error)?;
     let clone3 = SeccompFilter::new(
@@ -157,7 +214,7 @@ fn programs() -> Result<[BpfProgram; 2], String> {
     let compile = |filter: SeccompFilter| {
         BpfProgram::try_from(filter).map_err(|e| format!("compiling the system-call filter: {e}"))
     };
-    Ok([compile(refuse)?, compile(clone3)?])
+    Ok(Filter([compile(refuse)?, compile(clone3)?]))
 }
 
 #[cfg(test)]
@@ -211,5 +268,50 @@ mod tests {
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "status {status}");
         assert!(refused_calls().contains(&"ptrace"));
+    }
+
+    #[test]
+    fn a_protected_process_and_its_group_cannot_be_signalled_and_others_can() {
+        // SAFETY: getpid with no arguments.
+        let test_process = unsafe { libc::getpid() };
+        // Built before the fork (a forked child of a threaded process must not allocate); the
+        // child takes a group of its own, as the sandbox has, so the test process's is protected.
+        let filter = Filter::protecting(&[test_process], 0).unwrap();
+        // SAFETY: as above; the child makes system calls and exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let code = (|| {
+                // SAFETY: setpgid with integer arguments.
+                unsafe { libc::setpgid(0, 0) };
+                filter.install().ok()?;
+                let refused = |result: libc::c_long| {
+                    result == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+                };
+                // SAFETY: signal 0 only checks that a signal could be sent; nothing is delivered.
+                unsafe {
+                    let group = libc::getpgid(test_process);
+                    let checks = [
+                        refused(libc::kill(test_process, 0) as libc::c_long),
+                        refused(libc::kill(-1, 0) as libc::c_long),
+                        group <= 1 || refused(libc::kill(-group, 0) as libc::c_long),
+                        refused(libc::syscall(libc::SYS_tgkill, test_process, test_process, 0)),
+                        refused(libc::syscall(libc::SYS_pidfd_open, test_process, 0)),
+                        // Its own processes and group stay in reach.
+                        libc::kill(libc::getpid(), 0) == 0,
+                        libc::kill(-libc::getpid(), 0) == 0,
+                        libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) >= 0,
+                    ];
+                    checks.iter().all(|ok| *ok).then_some(())
+                }
+            })()
+            .map_or(1, |()| 0);
+            // SAFETY: ends the child without running the parent's destructors or test harness.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "status {status}");
     }
 }

@@ -57,6 +57,7 @@ n = libc.process_vm_readv(pid, local, 1, remote, 1, 0)
 print('VM_READV %s' % ('READ' if n >= 0 else 'refused: ' + os.strerror(ctypes.get_errno())))
 PY
 kill "$victim"
+if kill -0 "$WORKER_PID" 2>/dev/null; then echo "WORKER signallable"; else echo "WORKER out of reach"; fi
 echo "HIDDEN $(cat "$HIDDEN_FILE" 2>/dev/null || echo unreadable)"
 echo left > "/tmp/$MARKER" 2>/dev/null
 if [ -n "$PROXY_PORT" ] && exec 3<>"/dev/tcp/127.0.0.1/$PROXY_PORT"; then
@@ -95,6 +96,8 @@ impl Ran {
         assert!(self.applied("seccomp filter and no_new_privs"), "{:?}", self.applied);
         assert!(self.has("PTRACE refused: Operation not permitted"), "{}", self.output);
         assert!(self.has("VM_READV refused: Operation not permitted"), "{}", self.output);
+        // Outside its PID namespace, or refused by the filter where there is none.
+        assert!(self.has("WORKER out of reach"), "{}", self.output);
         // The daemon and the grep that counts: the daemon ran.
         let daemons = self.lines().iter().find_map(|l| l.strip_prefix("DAEMONS ")).and_then(|n| n.parse::<u32>().ok());
         assert_eq!(daemons, Some(2), "{}", self.output);
@@ -184,6 +187,8 @@ async fn run_agent(wrapper: &[&str], spawn_user: Option<AgentUser>, agent_user: 
             ("MARKER".into(), marker.clone()),
             ("HIDDEN_FILE".into(), hidden.join("truth").display().to_string()),
             ("PROXY_PORT".into(), if proxy { "4000".into() } else { String::new() }),
+            // The test process stands for the worker that runs the sandbox.
+            ("WORKER_PID".into(), std::process::id().to_string()),
         ],
         cwd: work.clone(),
     };
