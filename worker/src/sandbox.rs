@@ -555,7 +555,8 @@ fn annotate(error: io::Error, what: &str) -> io::Error {
     io::Error::new(error.kind(), format!("{what}: {error}"))
 }
 
-fn c_path(path: &Path) -> io::Result<CString> {
+/// A path as the C string system calls take.
+pub(crate) fn c_path(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_encoded_bytes()).map_err(io::Error::other)
 }
 

@@ -3,7 +3,6 @@
 //! neighbour's disk. Not as root (in a pod), the scratch is a plain directory and the pod's own
 //! storage limits apply.
 
-use std::ffi::CString;
 use std::path::Path;
 
 pub use lightsout_core::api::DEFAULT_SCRATCH_MIB;
@@ -19,14 +18,10 @@ pub fn scratch_mib() -> u64 {
         .unwrap_or(DEFAULT_SCRATCH_MIB)
 }
 
-fn c_path(path: &Path) -> std::io::Result<CString> {
-    CString::new(path.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)
-}
-
 /// Detaches whatever is mounted at `dir` (a scratch left by an interrupted worker); nothing
 /// mounted is fine.
 pub fn unmount(dir: &Path) {
-    if let Ok(path) = c_path(dir) {
+    if let Ok(path) = crate::sandbox::c_path(dir) {
         // SAFETY: a plain system call with a valid C string.
         unsafe {
             libc::umount2(path.as_ptr(), libc::MNT_DETACH);
