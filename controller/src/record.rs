@@ -80,45 +80,29 @@ pub(crate) async fn record_finished(
         let parsed = bytes.map(|b| serde_json::from_slice::<TrialResult>(&b));
         let result = match parsed {
             Some(Ok(result)) if result.trial_id == trial.id && result.attempt == finished.attempt => result,
-            None if finished.decided_by_controller => {
-                // The kubelet ended the attempt for the agent's doing (see `observe`); the worker
-                // could not write its record, so the controller does, from the summary.
-                let job = jobs.get(&(trial.id.as_str(), finished.attempt)).copied();
-                let summary = &finished.summary;
-                let error = summary.error.clone().unwrap_or_default();
-                let mut record = controller_result(
-                    run,
-                    prepared,
-                    finished.trial,
-                    finished.attempt,
-                    job,
-                    now,
-                    summary.outcome,
-                    error,
-                );
-                record.duration_ms = summary.duration_ms;
-                put_result(store, prepared, &record).await?;
-                record
-            }
             other => {
-                // The Job completed but its result is not readable: the attempt is retried, never scored.
-                let why = match other {
-                    None => "is missing".to_string(),
-                    Some(Err(e)) => format!("is not a valid trial result: {e}"),
-                    Some(Ok(_)) => "names another trial or attempt".to_string(),
-                };
-                let message = format!("the Job completed but {} {why}", store.uri(&result_key));
                 let job = jobs.get(&(trial.id.as_str(), finished.attempt)).copied();
-                let record = infra_result(
-                    run,
-                    prepared,
-                    finished.trial,
-                    finished.attempt,
-                    job,
-                    now,
-                    InfraReason::Other,
-                    &message,
-                );
+                let (at, attempt) = (now, finished.attempt);
+                let record = if other.is_none() && finished.decided_by_controller {
+                    // The kubelet ended the attempt for the agent's doing (see `observe`); the
+                    // worker could not write its record, so the controller does, from the summary.
+                    let summary = &finished.summary;
+                    let error = summary.error.clone().unwrap_or_default();
+                    let mut record =
+                        controller_result(run, prepared, finished.trial, attempt, job, at, summary.outcome, error);
+                    record.duration_ms = summary.duration_ms;
+                    record
+                } else {
+                    // The Job completed but its result is not readable: the attempt is retried,
+                    // never scored.
+                    let why = match other {
+                        None => "is missing".to_string(),
+                        Some(Err(e)) => format!("is not a valid trial result: {e}"),
+                        Some(Ok(_)) => "names another trial or attempt".to_string(),
+                    };
+                    let message = format!("the Job completed but {} {why}", store.uri(&result_key));
+                    infra_result(run, prepared, finished.trial, attempt, job, at, InfraReason::Other, &message)
+                };
                 put_result(store, prepared, &record).await?;
                 record
             }
