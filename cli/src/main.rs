@@ -86,15 +86,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Compare(args) => return compare::main(args),
-        Command::Run { file, results, pricing, provider_stall_timeout } => match run::run(
-            &file,
-            results,
-            pricing.as_deref(),
-            provider_stall_timeout,
-        ) {
-            Ok(finished) => return finished.exit_code(),
-            Err(e) => Err(e),
-        },
+        Command::Run { file, results, pricing, provider_stall_timeout } => {
+            match run::run(&file, results, pricing.as_deref(), provider_stall_timeout) {
+                Ok(finished) => return finished.exit_code(),
+                Err(e) => Err(e),
+            }
+        }
         Command::Validate { file } => run::validate(&file),
         Command::Report(args) => report::report(&args),
         Command::Crdgen { out, check, kind } => crdgen::crdgen(kind, out.as_deref(), check),

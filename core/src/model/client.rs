@@ -146,7 +146,8 @@ fn describe_provider_failing(silent_for: Option<Duration>, after: Option<&CallEr
     let silent = silent_for.map(|silent| {
         format!("the provider sent nothing for {:.1}s (no byte of its answer, not even headers)", silent.as_secs_f64())
     });
-    let parts: Vec<String> = silent.into_iter().chain(after.map(|e| format!("an earlier attempt failed: {e}"))).collect();
+    let parts: Vec<String> =
+        silent.into_iter().chain(after.map(|e| format!("an earlier attempt failed: {e}"))).collect();
     if parts.is_empty() {
         return "the request was never sent: it waited for a slot under the provider's concurrency limit".into();
     }
@@ -424,7 +425,9 @@ impl ModelClient {
                 stream.feed(&chunk);
             }
             // Broken off or failed mid-answer: as a body cut short, retried.
-            stream.into_answer().map_err(|message| (CallError::Transport { provider: provider.clone(), message }, None))?
+            stream
+                .into_answer()
+                .map_err(|message| (CallError::Transport { provider: provider.clone(), message }, None))?
         } else {
             let text = response.text().await.map_err(transport)?;
             // A success whose body is not JSON at all was garbled in transit (or is not the API's

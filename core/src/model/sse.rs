@@ -88,7 +88,8 @@ impl StreamedAnswer {
             }
             ApiKind::OpenAiResponses => return Ok(self.response.unwrap_or(Value::Null)),
             ApiKind::Anthropic => {
-                let blocks: Vec<Value> = self.text.into_values().map(|text| json!({"type": "text", "text": text})).collect();
+                let blocks: Vec<Value> =
+                    self.text.into_values().map(|text| json!({"type": "text", "text": text})).collect();
                 json!({"type": "message", "role": "assistant", "content": blocks})
             }
         };
@@ -134,9 +135,12 @@ impl StreamedAnswer {
         if let Some(error) = event.get("error").filter(|e| !e.is_null()) {
             self.error.get_or_insert_with(|| error.to_string());
         }
-        let choice = event.get("choices").and_then(Value::as_array).into_iter().flatten().find(|choice| {
-            choice.get("index").and_then(Value::as_u64).unwrap_or(0) == 0
-        });
+        let choice = event
+            .get("choices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|choice| choice.get("index").and_then(Value::as_u64).unwrap_or(0) == 0);
         if let Some(content) = choice.and_then(|c| c.pointer("/delta/content")).and_then(Value::as_str) {
             self.text.entry(0).or_default().push_str(content);
         }
