@@ -19,8 +19,8 @@ pub struct StreamedAnswer {
     /// The latest usage reported, in the API's own shape. Anthropic reports input in
     /// `message_start` and cumulative counts in `message_delta`, overlaid on it.
     usage: Option<Map<String, Value>>,
-    /// The answer's text: Chat Completions' one choice (index 0), Anthropic's text blocks by
-    /// index. `None` until a text part arrives.
+    /// The answer's text: Chat Completions' one choice (at 0, absent until its content
+    /// arrives), Anthropic's text blocks by index. Responses' is in its final response.
     text: BTreeMap<u64, String>,
     /// Responses: the finished response object (`response.completed` or `response.incomplete`).
     response: Option<Value>,

@@ -307,19 +307,17 @@ fn usage_of_answer(api: ApiKind, response: &Response, body: &Bytes) -> Usage {
     serde_json::from_slice::<Value>(body).ok().and_then(|json| usage_of(api, &json)).unwrap_or_default()
 }
 
-/// `response` with its body's head only, then nothing for `hang_for`, then the connection cut.
-async fn stalled(response: Response, hang_for: Duration) -> Response {
+/// The upstream's `response` with only the head of its `body` (up to the end of its first event,
+/// else its first half), then nothing for `hang_for`, then the connection cut.
+fn stalled(response: Response, body: Bytes, hang_for: Duration) -> Response {
     use futures::StreamExt as _;
-    let (parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return (StatusCode::BAD_GATEWAY, "chaos: upstream body").into_response();
-    };
-    let head_len = bytes.windows(2).position(|w| w == b"\n\n").map_or(bytes.len() / 2, |at| at + 2);
-    let head = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(bytes.slice(..head_len)) });
+    let head_len = body.windows(2).position(|w| w == b"\n\n").map_or(body.len() / 2, |at| at + 2);
+    let head = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(body.slice(..head_len)) });
     let cut = futures::stream::once(async move {
         tokio::time::sleep(hang_for).await;
         Err(std::io::Error::other("chaos: stalled answer cut"))
     });
+    let (parts, _) = response.into_parts();
     Response::from_parts(parts, Body::from_stream(head.chain(cut)))
 }
 
@@ -358,8 +356,8 @@ async fn fault_response(fault: Fault, shared: &Shared, request: (&Uri, &HeaderMa
         }
         Fault::StalledAnswer => {
             let (uri, headers, body) = request;
-            let (response, _, _) = forward(shared, uri, headers, body).await;
-            stalled(response, hang_for).await
+            let (response, _, answer) = forward(shared, uri, headers, body).await;
+            stalled(response, answer, hang_for)
         }
         Fault::TruncatedSse => {
             let head =
