@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 log() { printf '==> %s\n' "$*" >&2; }
 
-packages=(git ca-certificates python3-venv libc6-dev binutils prometheus chromium util-linux)
+packages=(git ca-certificates python3-venv libc6-dev binutils prometheus chromium util-linux libcap2-bin)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -72,6 +72,7 @@ pub fn run(
     pricing: Option<&Path>,
     provider_stall_timeout: Duration,
 ) -> anyhow::Result<RunEnd> {
+    make_non_dumpable()?;
     let run = read_run(file)?;
     let pricing = match pricing {
         Some(path) => {
@@ -178,10 +179,22 @@ fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     }
 }
 
-/// Agents run in this binary's sandbox (network and mount namespaces), which needs root on Linux.
+/// Agents run in this binary's sandbox, as root or not: as root it makes every namespace and
+/// gives each trial a user of its own; otherwise it applies what the kernel allows an
+/// unprivileged user (see `lightsout_worker::sandbox`), and each trial's record says what is
+/// missing.
 fn sandbox_command() -> Option<SandboxCommand> {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
     let program = std::env::current_exe().ok()?;
-    (cfg!(target_os = "linux") && root).then(|| SandboxCommand { program, leading_args: vec!["__sandbox".into()] })
+    cfg!(target_os = "linux").then(|| SandboxCommand { program, leading_args: vec!["__sandbox".into()] })
+}
+
+/// Makes this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`), so an agent running as the
+/// same user (not as root) cannot read the provider keys out of `/proc/<pid>/environ` or its
+/// memory, should it see this process at all (without a PID namespace of its own).
+fn make_non_dumpable() -> anyhow::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes one integer argument and touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("prctl(PR_SET_DUMPABLE, 0)");
+    }
+    Ok(())
 }

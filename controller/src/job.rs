@@ -88,6 +88,7 @@ use k8s_openapi::api::core::v1::{
     EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, ObjectFieldSelector, PodSecurityContext, PodSpec,
     PodTemplateSpec, SeccompProfile, SecretKeySelector, SecurityContext, TopologySpreadConstraint, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use lightsout_core::api::{EvaluationRun, EvaluationRunSpec, HarnessName, HarnessRef};
 use lightsout_core::dataset::Task;
@@ -96,6 +97,10 @@ use lightsout_core::pod_job::{PodJob, ProviderEndpoint};
 use sha2::{Digest, Sha256};
 
 use crate::labels::{self, AttemptIdentity};
+
+/// The pod volume that holds the worker's spool and the agent's scratch space, limited to
+/// `spec.agent.scratchMiB`.
+pub const SCRATCH_VOLUME: &str = "scratch";
 
 /// The ConfigMap key holding the PodJob.
 pub const JOB_JSON_KEY: &str = "job.json";
@@ -336,6 +341,7 @@ pub fn pod_job(input: &TrialInput, settings: &TrialSettings) -> Result<PodJob, J
         max_usd: spec.budget.max_trial_usd,
         max_turns: spec.agent.max_turns.map(|t| t.max(1) as u32),
         max_file_bytes: spec.agent.max_file_bytes.map(|b| b.max(0) as u64),
+        scratch_mib: Some(spec.agent.scratch_mib()),
         results: spec.storage.results.clone(),
         s3: spec.storage.s3.clone(),
         base_tree: agentic.then(|| settings.repo_path.clone()),
@@ -491,7 +497,7 @@ pub fn build_trial(input: &TrialInput, settings: &TrialSettings) -> Result<Trial
             // Read-write: installing an already-present harness may still write its markers.
             mount("lightsout", "/opt/lightsout", false),
             mount("job", "/etc/lightsout", true),
-            mount("scratch", "/tmp", false),
+            mount(SCRATCH_VOLUME, "/tmp", false),
         ]),
         ..base_container(
             "trial",
@@ -527,7 +533,16 @@ pub fn build_trial(input: &TrialInput, settings: &TrialSettings) -> Result<Trial
         volumes: Some(vec![
             Volume { name: "lightsout".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Volume::default() },
             job_volume(inline, &name),
-            Volume { name: "scratch".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Volume::default() },
+            // The kubelet evicts a pod whose scratch passes its limit; that eviction is the
+            // agent's own failure (see `observe`), not the infrastructure's.
+            Volume {
+                name: SCRATCH_VOLUME.into(),
+                empty_dir: Some(EmptyDirVolumeSource {
+                    size_limit: Some(Quantity(format!("{}Mi", spec.agent.scratch_mib()))),
+                    ..EmptyDirVolumeSource::default()
+                }),
+                ..Volume::default()
+            },
         ]),
         init_containers: Some(init_containers),
         containers: vec![trial],
@@ -950,6 +965,7 @@ spec:
         let volumes = seq(&pod["volumes"]);
         let names: Vec<&str> = volumes.iter().map(|v| v["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["lightsout", "job", "scratch"]);
+        assert_eq!(volumes[2]["emptyDir"]["sizeLimit"], "4096Mi", "the default scratch size");
         assert!(volumes[0].get("emptyDir").is_some() && volumes[2].get("emptyDir").is_some());
         // A small job file: projected from the pod's own annotation.
         let projected = &volumes[1]["downwardAPI"];

@@ -16,6 +16,7 @@ pub mod network;
 pub mod observation;
 pub mod observe;
 pub mod reconcile;
+mod record;
 pub mod run_state;
 pub mod schedule;
 pub mod shutdown;

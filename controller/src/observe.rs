@@ -29,6 +29,7 @@
 //! | complete Job whose summary says `infra-failed` | `InfraFailed{Other}` (never scored) |
 //! | complete Job whose pod is missing or whose trial container is not seen terminated, completed at most [`POD_SETTLE_GRACE`] ago | `Active` (our pod cache lags the Job's; looked at again when the grace ends) |
 //! | complete Job whose pod is still missing or unterminated after that, whose trial container ended without a termination message, or with one that does not parse or names another trial or attempt | `InfraFailed{Other}` and an [`ErrorKind::UnreadableSummary`] error naming the Job: the attempt is retried, never scored |
+//! | failed Job, its pod `Evicted` with the kubelet's message that the `scratch` emptyDir exceeds its `sizeLimit` (`spec.agent.scratchMiB`) | `Finished` with an `agent-failed` summary written by the controller ([`FinishedAttempt::decided_by_controller`]): the agent filled its own space, as a tmpfs scratch would have refused it under `lightsout run`; scored, not retried |
 //! | failed Job, its pod's `status.reason` `Evicted`, or a `DisruptionTarget` condition `True` (other than the node-loss one below) | `InfraFailed{Evicted}` |
 //! | failed Job, its pod's `status.reason` `NodeLost`, or a `DisruptionTarget` condition with reason `DeletionByTaintManager` (the node became unreachable) | `InfraFailed{NodeLost}` |
 //! | failed Job, trial container terminated with exit code 3 | `InfraFailed{WorkerExit}` |
@@ -60,8 +61,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use lightsout_core::trial::TrialSummary;
+use lightsout_core::trial::{Outcome, TrialSummary};
 
+use crate::job::SCRATCH_VOLUME;
 use crate::labels;
 use crate::observation::{AttemptState, InfraReason, Observation};
 
@@ -122,6 +124,10 @@ pub struct FinishedAttempt {
     pub trial: usize,
     pub attempt: u32,
     pub summary: TrialSummary,
+    /// The outcome was decided by the controller from what the kubelet reported (the agent filled
+    /// its scratch), not by the worker: no worker `result.json` is expected, and the controller
+    /// writes one from `summary`.
+    pub decided_by_controller: bool,
 }
 
 /// What [`observe`] saw.
@@ -189,12 +195,19 @@ pub fn observe(
             continue;
         };
         let state = classify(job, &name, pod, trial_id, attempt, now, settings, &mut observed);
-        if let Classified::Finished(summary) = &state {
-            observed.summaries.push(FinishedAttempt { job: name.clone(), trial, attempt, summary: summary.clone() });
+        let decided_by_controller = matches!(state, Classified::AgentFilledScratch(_));
+        if let Classified::Finished(summary) | Classified::AgentFilledScratch(summary) = &state {
+            observed.summaries.push(FinishedAttempt {
+                job: name.clone(),
+                trial,
+                attempt,
+                summary: summary.clone(),
+                decided_by_controller,
+            });
         }
         let state = match state {
             Classified::Active => AttemptState::Active,
-            Classified::Finished(_) => AttemptState::Finished,
+            Classified::Finished(_) | Classified::AgentFilledScratch(_) => AttemptState::Finished,
             Classified::Failed(at, reason) => AttemptState::InfraFailed { at, reason },
             Classified::Stuck(at, reason) => {
                 observed.to_delete.push(name);
@@ -213,6 +226,8 @@ pub fn observe(
 enum Classified {
     Active,
     Finished(TrialSummary),
+    /// Evicted for writing past the scratch limit: the agent's failure, summarised here.
+    AgentFilledScratch(TrialSummary),
     Failed(DateTime<Utc>, InfraReason),
     /// An active Job to delete.
     Stuck(DateTime<Utc>, InfraReason),
@@ -296,6 +311,35 @@ fn trial_started(pod: Option<&Pod>) -> bool {
 
 fn trial_terminated(pod: Option<&Pod>) -> Option<&k8s_openapi::api::core::v1::ContainerStateTerminated> {
     trial_status(pod)?.state.as_ref()?.terminated.as_ref()
+}
+
+/// The kubelet's eviction message when the pod was evicted because its `scratch` emptyDir
+/// passed its `sizeLimit` (`Usage of EmptyDir volume "scratch" exceeds the limit "4096Mi".`).
+fn scratch_overflow(pod: &Pod) -> Option<&str> {
+    let status = pod.status.as_ref()?;
+    let message = status.message.as_deref()?;
+    let scratch = format!("Usage of EmptyDir volume \"{SCRATCH_VOLUME}\" exceeds the limit");
+    (status.reason.as_deref() == Some("Evicted") && message.starts_with(&scratch)).then_some(message)
+}
+
+/// The summary of an attempt whose agent filled its scratch: `agent-failed`, usage unknown (the
+/// worker's record of the calls went with the pod).
+fn scratch_overflow_summary(trial_id: &str, attempt: u32, message: &str, duration_ms: u64) -> TrialSummary {
+    TrialSummary {
+        trial_id: trial_id.to_string(),
+        attempt,
+        outcome: Outcome::AgentFailed,
+        error: Some(format!(
+            "the agent wrote past its scratch space (spec.agent.scratchMiB) and the kubelet evicted the pod: {}",
+            message.trim()
+        )),
+        usage: Default::default(),
+        cost_usd: None,
+        duration_ms,
+        model_calls: 0,
+        findings: 0,
+        harness_version: None,
+    }
 }
 
 fn disruption(pod: &Pod) -> Option<Option<&str>> {
@@ -383,6 +427,16 @@ fn classify(
                 failed.and_then(|c| c.last_transition_time.as_ref()).map(to_chrono).or_else(finished_at).unwrap_or(now);
             let fail = |reason| Classified::Failed(at, reason);
             if let Some(pod) = pod {
+                if let Some(message) = scratch_overflow(pod) {
+                    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(to_chrono).unwrap_or(at);
+                    let duration_ms = (at - started).num_milliseconds().max(0) as u64;
+                    return Classified::AgentFilledScratch(scratch_overflow_summary(
+                        trial_id,
+                        attempt,
+                        message,
+                        duration_ms,
+                    ));
+                }
                 let reason = pod.status.as_ref().and_then(|s| s.reason.as_deref());
                 let disrupted = disruption(pod);
                 if reason == Some("NodeLost") || disrupted == Some(Some("DeletionByTaintManager")) {
@@ -646,6 +700,36 @@ mod tests {
             assert_eq!(state, infra(1, 200, expected), "{name}");
             assert_eq!(observed.errors.iter().map(|e| e.kind).collect::<Vec<_>>(), Vec::from_iter(error), "{name}");
             assert!(observed.summaries.is_empty() && observed.to_delete.is_empty(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_pod_evicted_for_filling_its_scratch_is_the_agents_failure_and_any_other_eviction_is_not() {
+        let message = "Usage of EmptyDir volume \"scratch\" exceeds the limit \"4096Mi\". ";
+        let evicted = |message: &str| {
+            json!({"phase": "Failed", "reason": "Evicted", "message": message, "startTime": ts(20),
+                   "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}]})
+        };
+        let (state, observed) = one(failed("j", 0, 1, "PodFailurePolicy"), Some(pod("j", 0, evicted(message))), 300);
+        assert_eq!(state, TrialState::Finished { attempt: 1 }, "scored, not retried");
+        assert_eq!(observed.summaries.len(), 1);
+        let finished = &observed.summaries[0];
+        assert!(finished.decided_by_controller, "no worker record is expected");
+        assert_eq!(finished.summary.outcome, Outcome::AgentFailed);
+        assert_eq!(finished.summary.duration_ms, 180_000, "from the pod's start to the Job's failure");
+        assert_eq!(finished.summary.cost_usd, None, "the usage went with the pod: unknown, not zero");
+        let error = finished.summary.error.as_deref().unwrap();
+        assert!(error.contains("scratch") && error.contains("4096Mi"), "{error}");
+
+        // Another volume, the pod's total ephemeral storage or memory pressure: the infrastructure's.
+        for other in [
+            "Usage of EmptyDir volume \"lightsout\" exceeds the limit \"1Gi\". ",
+            "Pod ephemeral local storage usage exceeds the total limit of containers 8Gi. ",
+            "The node was low on resource: memory. ",
+        ] {
+            let (state, observed) = one(failed("j", 0, 1, "PodFailurePolicy"), Some(pod("j", 0, evicted(other))), 300);
+            assert_eq!(state, infra(1, 200, InfraReason::Evicted), "{other}");
+            assert!(observed.summaries.is_empty(), "{other}");
         }
     }
 

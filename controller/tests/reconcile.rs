@@ -130,6 +130,39 @@ async fn a_run_completed_by_the_controller_can_be_compared_and_reported() {
     assert!(uri.ends_with("runs/nightly/report.html"), "{uri}");
 }
 
+/// The kubelet evicts a pod whose agent filled its scratch: the agent's failure, recorded by the
+/// controller (the worker could not), scored, and never retried as infrastructure.
+#[tokio::test]
+async fn an_agent_that_fills_its_scratch_fails_its_trial_and_is_not_retried() {
+    let cluster = Cluster::start().await;
+    cluster.reconcile().await;
+    let first = cluster.jobs().await;
+    let trial = label(&first[0], labels::TRIAL).to_string();
+    cluster.run_pod(&first[0], PodEnd::ScratchFull).await;
+    cluster.reconcile().await;
+
+    let keys = cluster.keys();
+    let stored = keys.iter().find(|k| k.contains(&trial) && k.ends_with("attempt-1/result.json")).expect("a result");
+    let text =
+        cluster.moto.python(&format!("print(s3.get_object(Bucket='results', Key='{stored}')['Body'].read().decode())"));
+    let result: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(result["outcome"], "agent-failed", "{result}");
+    assert!(result["error"].as_str().unwrap().contains("scratch"), "{result}");
+    assert_eq!(result["cost_usd"], serde_json::Value::Null, "unknown usage is not priced as 0");
+    assert!(
+        !cluster.metrics.encode().contains("lightsout_trial_attempt_infra_failures_total{"),
+        "not an infra failure"
+    );
+
+    cluster.advance(600);
+    let run = run_to_completion(&cluster, 10).await;
+    let attempts: Vec<String> =
+        cluster.keys().into_iter().filter(|k| k.contains(&trial) && k.ends_with("/result.json")).collect();
+    assert_eq!(attempts.len(), 1, "never retried: {attempts:?}");
+    let status = run.status.unwrap();
+    assert_eq!((status.trials.failed, status.trials.infra_failed), (1, 0), "{status:?}");
+}
+
 #[tokio::test]
 async fn an_infrastructure_failure_becomes_a_new_attempt_after_its_backoff_and_is_never_scored() {
     let cluster = Cluster::start().await;
@@ -200,8 +233,9 @@ async fn an_agent_failure_is_the_trials_result_and_is_not_retried() {
     cluster.advance(3600);
     cluster.reconcile().await;
     let trial = label(&first[0], labels::TRIAL).to_string();
-    let attempts = cluster.jobs().await.iter().filter(|j| label(j, labels::TRIAL) == trial).count();
-    assert_eq!(attempts, 1, "never retried");
+    let attempts: Vec<String> =
+        cluster.keys().into_iter().filter(|k| k.contains(&trial) && k.ends_with("/result.json")).collect();
+    assert_eq!(attempts.len(), 1, "never retried: {attempts:?}");
 
     let run = run_to_completion(&cluster, 10).await;
     let status = run.status.unwrap();

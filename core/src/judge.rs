@@ -311,12 +311,28 @@ fn rule_holds(rule: VoteRule, yes: usize, no: usize) -> bool {
     }
 }
 
+/// The longest judge answer that is read; a longer one is unreadable (a judge asked for one
+/// short JSON object does not write 64 KiB).
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// The longest verdict object looked for: each `{` of the answer is tried as the start of one,
+/// and bounding how far each try may read keeps the whole search linear in the answer's length
+/// (unbounded, `{"a":1,{"a":1,…` made every try read to the end).
+pub const MAX_VERDICT_BYTES: usize = 16 * 1024;
+
 /// Reads a judge's answer: the first JSON object in it with a `verdict` of yes/no (or
-/// true/false). Anything else is `None`.
+/// true/false), within [`MAX_VERDICT_BYTES`] of its opening brace. Anything else, and any
+/// answer over [`MAX_ANSWER_BYTES`], is `None`.
 pub fn parse_answer(answer: &str) -> Option<(VoteValue, String)> {
     let text = answer.trim();
+    if text.len() > MAX_ANSWER_BYTES {
+        return None;
+    }
     for (start, _) in text.match_indices('{') {
-        let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<serde_json::Value>();
+        let mut end = (start + MAX_VERDICT_BYTES).min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut stream = serde_json::Deserializer::from_str(&text[start..end]).into_iter::<serde_json::Value>();
         let Some(Ok(value)) = stream.next() else { continue };
         let verdict = match value.get("verdict") {
             Some(serde_json::Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
@@ -698,5 +714,20 @@ mod tests {
         assert_eq!(parse_answer(r#"{"verdict": true}"#).map(|a| a.0), Some(Yes));
         assert_eq!(parse_answer("I think it's probably a match."), None);
         assert_eq!(parse_answer(r#"{"verdict": "maybe"}"#), None);
+    }
+
+    #[test]
+    fn a_verdict_is_found_after_many_unclosed_objects_and_an_oversized_answer_is_unreadable() {
+        // Every `{` before the verdict starts an object that never closes.
+        let unclosed = r#"{"a":1,"#.repeat(5_000);
+        let answer = format!("{unclosed} {{\"verdict\": \"yes\", \"reason\": \"é\"}}");
+        assert!(answer.len() < MAX_ANSWER_BYTES);
+        assert_eq!(parse_answer(&answer), Some((Yes, "é".into())));
+        // A window that ends inside a multi-byte character is cut at the character before it.
+        let padded = format!("{{\"reason\": \"{}é\", \"verdict\": \"no\"}}", "x".repeat(MAX_VERDICT_BYTES - 13));
+        assert_eq!(parse_answer(&padded), None, "a verdict object past the window is not read");
+        let long = format!("{}{{\"verdict\": \"yes\"}}", " word".repeat(MAX_ANSWER_BYTES / 5 + 1));
+        assert_eq!(parse_answer(&long), None, "over MAX_ANSWER_BYTES");
+        assert_eq!(parse_answer(&long[long.len() - 400..]).map(|a| a.0), Some(Yes));
     }
 }

@@ -35,6 +35,9 @@ pub struct PodJob {
     /// The most bytes of one file the agent leaves that is read (`spec.agent.maxFileBytes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_file_bytes: Option<u64>,
+    /// The size of the trial's scratch space in MiB (`spec.agent.scratchMiB`).
+    #[serde(default, rename = "scratchMiB", skip_serializing_if = "Option::is_none")]
+    pub scratch_mib: Option<u64>,
     /// `s3://bucket/prefix` (or `file://DIR`).
     pub results: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -388,6 +388,20 @@ spec:
     }
 
     #[test]
+    fn the_scratch_size_is_bounded_as_in_the_crd_and_defaults_to_4_gib() {
+        let with =
+            |mib: &str| VALID.replace("version: \"1.0.0\"}", &format!("version: \"1.0.0\"}}\n    scratchMiB: {mib}"));
+        assert_eq!(parse_run(&with("512"), "run.yaml").unwrap().spec.agent.scratch_mib(), 512);
+        assert_eq!(parse_run(VALID, "run.yaml").unwrap().spec.agent.scratch_mib(), 4096);
+        for bad in ["63", "1048577", "-1"] {
+            let errors = errors_of(&with(bad));
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert_eq!(errors[0].field, "spec.agent.scratchMiB", "{bad}");
+            assert_eq!(errors[0].message, "agent.scratchMiB must be between 64 and 1048576 (1 TiB)", "{bad}");
+        }
+    }
+
+    #[test]
     fn the_schema_bounds_are_checked_as_the_api_server_does() {
         let long = "1.".repeat(40) + "0";
         let errors = errors_of(&VALID.replace("\"1.0.0\"", &format!("\"{long}\"")));

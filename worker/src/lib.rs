@@ -15,3 +15,4 @@ pub mod scratch;
 pub mod seccomp;
 pub mod trial;
 pub mod uid_lease;
+pub mod user_namespace;

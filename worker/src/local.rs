@@ -26,7 +26,7 @@ use lightsout_core::scoring::{Scorer, Verdicts};
 use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
 use lightsout_core::stored::StoredRun;
 use lightsout_core::summary::{self, DatasetSummary, RunIdentity, RunSummary};
-use lightsout_core::trial::Outcome;
+use lightsout_core::trial::{Isolation, Outcome};
 use lightsout_core::validate::spec_hash;
 use lightsout_core::workspace;
 use lightsout_s3::S3Credentials;
@@ -256,6 +256,8 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     }
     let spent = Arc::new(Mutex::new(state.spent_usd()));
     let budget_hit = Arc::new(Mutex::new(false));
+    // The protections last said missing (see `isolation_notice`).
+    let noted_missing: Mutex<Option<Vec<String>>> = Mutex::new(None);
 
     let work = plan.trials.iter().filter(|t| {
         !state.is_final(&t.id, max_attempts)
@@ -270,6 +272,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
             let (spent, budget_hit, state, store, layout, client, providers, scorer, pricing) =
                 (&spent, &budget_hit, &state, &store, &layout, &client, &providers, &scorer, &config.pricing);
             let (installed, dataset_file, sandbox) = (&installed, &dataset_file, &config.sandbox);
+            let noted_missing = &noted_missing;
             async move {
                 // The final attempt's (outcome, number).
                 let mut final_result = state
@@ -332,7 +335,10 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                                     .max_file_bytes
                                     .map_or(DEFAULT_MAX_FILE_BYTES, |b| b.max(0) as u64),
                                 grace: Duration::from_secs(10),
-                                scratch_mib: crate::scratch::scratch_mib(),
+                                scratch_mib: spec
+                                    .agent
+                                    .scratch_mib
+                                    .map_or_else(crate::scratch::scratch_mib, |m| m.max(1) as u64),
                                 provider_stall_timeout: config.provider_stall_timeout,
                             }),
                         };
@@ -351,6 +357,9 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                         };
                         *spent.lock().expect("lock") += artifacts.result.cost_usd.unwrap_or(0.0);
                         let result = artifacts.result;
+                        if let Some(notice) = isolation_notice(result.isolation.as_ref(), noted_missing) {
+                            on_event(Event::Notice(notice));
+                        }
                         if result.outcome == Outcome::InfraFailed && attempt < last_attempt {
                             on_event(Event::TrialRetried {
                                 variant: variant.name.clone(),
@@ -497,6 +506,23 @@ impl Providers {
     fn scripted_url(&self) -> String {
         self.server.as_ref().map(|s| s.base_url()).unwrap_or_default()
     }
+}
+
+/// One line naming the protections a trial ran without, when they differ from those last noted
+/// (so a run says it once, not per trial); the trial's record says why for each.
+fn isolation_notice(isolation: Option<&Isolation>, noted: &Mutex<Option<Vec<String>>>) -> Option<String> {
+    let missing: Vec<String> =
+        isolation?.missing.iter().map(|m| m.split([':', '(']).next().unwrap_or(m).trim().to_string()).collect();
+    let mut noted = noted.lock().expect("lock");
+    if missing.is_empty() || noted.as_ref() == Some(&missing) {
+        return None;
+    }
+    *noted = Some(missing.clone());
+    Some(format!(
+        "agents run with partial isolation, without: {} (each trial's isolation.missing says why; see README, \
+         Isolation between trials)",
+        missing.join(", ")
+    ))
 }
 
 /// The directories a sandboxed agent must not see: the dataset's (ground truth) and the results

@@ -139,7 +139,7 @@ fn run_job(file: &std::path::Path) -> ExitCode {
                 max_turns: job.max_turns,
                 max_file_bytes: job.max_file_bytes.unwrap_or(lightsout_worker::agent_files::DEFAULT_MAX_FILE_BYTES),
                 grace: std::time::Duration::from_secs(10),
-                scratch_mib: lightsout_worker::scratch::scratch_mib(),
+                scratch_mib: job.scratch_mib.unwrap_or_else(lightsout_worker::scratch::scratch_mib),
                 provider_stall_timeout: job.provider_stall_timeout(),
             }),
             (Some(_), None) => {

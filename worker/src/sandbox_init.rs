@@ -1,13 +1,12 @@
 //! The sandbox's init: the first process of the trial's PID namespace (when the sandbox could
 //! make one), which starts the agent and outlives it only long enough to collect its status.
 //!
-//! `… sandbox --init [--mount-proc] [--report-fd N] [--user UID:GID] -- PROGRAM ARGS`:
-//! 1. mounts a `/proc` of the namespace (`--mount-proc`, in a mount namespace of its own), so
-//!    the agent sees its own processes only;
-//! 2. sets `no_new_privs` and installs the system-call filter ([`crate::seccomp`]), which the
+//! `… sandbox --init [--report-fd N] [--user UID:GID] -- PROGRAM ARGS` (its `/proc`, when it has
+//! a namespace, was mounted by the sandbox as it started it: see `sandbox::ProcMount`):
+//! 1. sets `no_new_privs` and installs the system-call filter ([`crate::seccomp`]), which the
 //!    agent inherits;
-//! 3. reports what it applied on descriptor N ([`Report`]) and closes it;
-//! 4. runs the agent as the given user, reaping every orphan handed to it, and exits with the
+//! 2. reports what it applied on descriptor N ([`Report`]) and closes it;
+//! 3. runs the agent as the given user, reaping every orphan handed to it, and exits with the
 //!    agent's status. As PID 1 its exit kills everything left in the namespace — a `setsid`
 //!    daemon included — before the sandbox, and so the worker, sees the trial end. Without a
 //!    namespace it is a child subreaper instead and kills whatever of the agent's descendants
@@ -17,7 +16,7 @@
 //! the sandbox); PID 1 of a namespace ignores it, and a subreaper waits on, so the agent keeps its
 //! grace period. SIGKILL ends the init, and with it the namespace.
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::FromRawFd;
@@ -28,7 +27,6 @@ use crate::agent_process::AgentUser;
 /// The init's arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InitArgs {
-    pub mount_proc: bool,
     pub report_fd: Option<i32>,
     pub user: Option<AgentUser>,
     pub program: OsString,
@@ -38,9 +36,6 @@ pub struct InitArgs {
 impl InitArgs {
     pub fn to_args(&self) -> Vec<OsString> {
         let mut out: Vec<OsString> = Vec::new();
-        if self.mount_proc {
-            out.push("--mount-proc".into());
-        }
         if let Some(fd) = self.report_fd {
             out.extend(["--report-fd".into(), fd.to_string().into()]);
         }
@@ -54,12 +49,11 @@ impl InitArgs {
     }
 
     pub fn parse(args: &[OsString]) -> Result<InitArgs, String> {
-        let (mut mount_proc, mut report_fd, mut user) = (false, None, None);
+        let (mut report_fd, mut user) = (None, None);
         let mut rest = args.iter();
         while let Some(arg) = rest.next() {
             let mut value = || rest.next().cloned().ok_or_else(|| format!("{} needs a value", arg.to_string_lossy()));
             match arg.to_str() {
-                Some("--mount-proc") => mount_proc = true,
                 Some("--report-fd") => {
                     report_fd =
                         Some(value()?.to_string_lossy().parse::<i32>().map_err(|e| format!("--report-fd: {e}"))?)
@@ -67,7 +61,7 @@ impl InitArgs {
                 Some("--user") => user = Some(parse_user(&value()?.to_string_lossy())?),
                 Some("--") => {
                     let program = rest.next().cloned().ok_or("no program after --")?;
-                    return Ok(InitArgs { mount_proc, report_fd, user, program, args: rest.cloned().collect() });
+                    return Ok(InitArgs { report_fd, user, program, args: rest.cloned().collect() });
                 }
                 _ => return Err(format!("unexpected sandbox-init argument {}", arg.to_string_lossy())),
             }
@@ -108,7 +102,9 @@ impl Report {
 
     fn line(&mut self, line: &str) {
         if let Some(file) = &mut self.0 {
-            let _ = writeln!(file, "{}", line.replace('\n', " "));
+            // One write per line: the sandbox and its init may both be writing (a pipe keeps a
+            // write of up to PIPE_BUF bytes whole).
+            let _ = file.write_all(format!("{}\n", line.replace('\n', " ")).as_bytes());
         }
     }
 
@@ -137,12 +133,6 @@ pub fn run(args: &InitArgs) -> i32 {
         if !pid1 {
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
             crate::sandbox::ignore_sigterm();
-        }
-    }
-    if args.mount_proc {
-        match mount_proc() {
-            Ok(()) => report.applied("pid namespace: the agent sees and signals only its own processes"),
-            Err(e) => report.missing("pid namespace /proc", &e.to_string()),
         }
     }
     match crate::seccomp::Filter::build().and_then(|filter| filter.install()) {
@@ -174,29 +164,6 @@ pub fn run(args: &InitArgs) -> i32 {
         kill_descendants();
     }
     code
-}
-
-/// Mounts the namespace's `/proc` in a mount namespace of the init's own: the sandbox process,
-/// outside the PID namespace, still reaches the proxy's socket through its `/proc/self`.
-fn mount_proc() -> std::io::Result<()> {
-    let (source, target) = (CString::new("proc").expect("no NUL"), CString::new("/proc").expect("no NUL"));
-    // SAFETY: plain system calls with valid C strings (the init is single-threaded).
-    let result = unsafe {
-        if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            source.as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            std::ptr::null(),
-        )
-    };
-    if result != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Reaps children (orphans handed to this init included) until `agent` exits; its exit code,
@@ -259,7 +226,6 @@ mod tests {
     #[test]
     fn arguments_and_reports_round_trip() {
         let args = InitArgs {
-            mount_proc: true,
             report_fd: Some(3),
             user: Some(AgentUser { uid: 2_000_000_001, gid: 2_000_000_001 }),
             program: "/bin/sh".into(),

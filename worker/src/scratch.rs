@@ -6,10 +6,10 @@
 use std::ffi::CString;
 use std::path::Path;
 
-/// The scratch size when `LIGHTSOUT_SCRATCH_MIB` does not set one.
-pub const DEFAULT_SCRATCH_MIB: u64 = 4096;
+pub use lightsout_core::api::DEFAULT_SCRATCH_MIB;
 
-/// The per-trial scratch size: `LIGHTSOUT_SCRATCH_MIB`, else [`DEFAULT_SCRATCH_MIB`]. A tmpfs
+/// The per-trial scratch size when the run does not set `spec.agent.scratchMiB`:
+/// `LIGHTSOUT_SCRATCH_MIB`, else [`DEFAULT_SCRATCH_MIB`]. A tmpfs
 /// takes memory only for what is written, so the limit is a ceiling, not a reservation.
 pub fn scratch_mib() -> u64 {
     std::env::var("LIGHTSOUT_SCRATCH_MIB")

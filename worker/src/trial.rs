@@ -3,7 +3,7 @@
 //! happens after the agent has exited, elsewhere (invariant 2).
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lightsout_core::api::{HarnessName, PromptPreset};
@@ -59,7 +59,8 @@ pub struct AgentSetup {
     /// Scratch space for this attempt; removed afterwards.
     pub scratch: PathBuf,
     /// The sandbox the agent runs in (root: namespaces, own uid, filter; otherwise the filter and
-    /// what else works unprivileged); `None` runs the agent without one, and the record says so.
+    /// what else the environment allows, see [`crate::sandbox`]); `None` runs the agent without
+    /// one, and the record says so.
     pub sandbox: Option<SandboxLauncher>,
     pub max_turns: Option<u32>,
     /// The most bytes of one file the agent leaves that is read (see `agent_files`).
@@ -76,7 +77,7 @@ pub struct AgentSetup {
 
 /// How to start the sandbox: a program (the worker or CLI binary itself) with the arguments that
 /// select its sandbox entry point, and the directories to hide from the agent. As root it gives
-/// the agent namespaces of its own; otherwise only what works unprivileged (see
+/// the agent namespaces of its own; otherwise what the environment allows (see
 /// [`crate::sandbox`]).
 #[derive(Debug, Clone)]
 pub struct SandboxLauncher {
@@ -113,8 +114,7 @@ async fn publish<S: ResultStore + Clone>(
         return Ok(());
     }
     let spool = spool_dir(store, run, trial, attempt);
-    // A spool left by an interrupted process belongs to an attempt that is being redone now.
-    let _ = tokio::fs::remove_dir_all(&spool).await;
+    remove_abandoned_spools(&spool);
     let uploader = Uploader::new(store.clone(), &spool)
         .with_deadline(deadline)
         .with_backoff(Duration::from_millis(200), Duration::from_secs(10));
@@ -123,11 +123,35 @@ async fn publish<S: ResultStore + Clone>(
 
 /// One attempt's spool: a single directory right under the spool root (which the uploader
 /// removes once everything is stored, leaving nothing behind), named by a hash of the
-/// destination too, so that two runs of the same spec into different stores (or two tests) never
-/// share one.
+/// destination (so that runs of the same spec into different stores never share one), then by
+/// this process's id and a number of its own: a spool belongs to one publication, and two
+/// publications of the same attempt to the same bucket (two tests, each with its own S3 server on
+/// another endpoint, in one process or two) must not remove each other's files.
 fn spool_dir<S: ResultStore>(store: &S, run: &str, trial: &str, attempt: u32) -> PathBuf {
+    static PUBLICATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let attempt = attempt.to_string();
-    spool_root().join(lightsout_core::hash::short_hash_fields(&[&store.uri(""), run, trial, &attempt]))
+    let destination = lightsout_core::hash::short_hash_fields(&[&store.uri(""), run, trial, &attempt]);
+    let publication = PUBLICATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    spool_root().join(format!("{destination}-{}-{publication}", std::process::id()))
+}
+
+/// Removes the spools of the same attempt left by processes that no longer run: their attempt is
+/// being redone now, by this process. A spool whose process is alive is left to it.
+fn remove_abandoned_spools(spool: &Path) {
+    let owner = |path: &Path| -> Option<(String, u32)> {
+        let mut fields = path.file_name()?.to_str()?.splitn(3, '-');
+        Some((fields.next()?.to_string(), fields.next()?.parse().ok()?))
+    };
+    let (Some(root), Some((destination, _))) = (spool.parent(), owner(spool)) else { return };
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some((entry_destination, pid)) = owner(&path) else { continue };
+        let owner_alive = Path::new("/proc").join(pid.to_string()).exists();
+        if entry_destination == destination && (path == spool || !owner_alive) {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }
 
 /// What an attempt produced besides its result record.
@@ -380,8 +404,15 @@ async fn run_agentic_in_scratch(
         Err(e) => return infra(format!("leasing an agent user id: {e}")),
     };
     let user = lease.as_ref().map(UidLease::user);
-    // The proxy is reached through the sandbox's network namespace, which only root can make.
-    let network_sandbox = setup.sandbox.is_some() && root;
+    // The proxy is reached through the sandbox's network namespace when one can be made here.
+    let network = match &setup.sandbox {
+        Some(sandbox) => crate::sandbox::network_namespace(&sandbox.program, &sandbox.leading_args).await,
+        None => Err("no sandbox".into()),
+    };
+    let network_sandbox = network.is_ok();
+    if let (Some(_), Err(why)) = (&setup.sandbox, &network) {
+        isolation.missing.push(format!("network namespace (the agent shares the worker's network): {why}"));
+    }
     let (home, logs, run_dir) = (scratch.join("home"), scratch.join("logs"), scratch.join("run"));
     for dir in [&home, &logs, &run_dir] {
         if let Err(e) = std::fs::create_dir_all(dir) {
@@ -454,7 +485,7 @@ async fn run_agentic_in_scratch(
             };
             launch.program = sandbox.program.clone();
             launch.args = sandbox.leading_args.iter().cloned().chain(args.to_args()).collect();
-            // The sandbox starts as root and drops to the agent user itself.
+            // The sandbox starts as the worker's user and drops to the agent user itself.
             None
         }
         None => user,
@@ -841,11 +872,17 @@ mod tests {
     #[derive(Clone, Default)]
     struct Remote {
         puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+        /// At each put, how many spools of this process's attempt-1 of trial `watched` exist.
+        watched: Option<&'static str>,
+        spools_at_puts: std::sync::Arc<std::sync::Mutex<Vec<usize>>>,
     }
 
     impl ResultStore for Remote {
         async fn put(&self, key: &str, _bytes: &[u8]) -> std::io::Result<()> {
             self.puts.lock().unwrap().push(key.to_string());
+            if let Some(trial) = self.watched {
+                self.spools_at_puts.lock().unwrap().push(spools_of(&Remote::default(), "r", trial).len());
+            }
             Ok(())
         }
         async fn get(&self, _key: &str) -> std::io::Result<Option<Vec<u8>>> {
@@ -879,19 +916,52 @@ mod tests {
         names.sort();
         assert_eq!(names, ["agent.stderr", "agent.stdout", "result.json"]);
         assert_eq!(std::fs::read(attempt.join("agent.stderr")).unwrap(), b"err");
-        assert!(!spool_dir(&store, "r", "t", 1).exists(), "a local store is not spooled");
+        assert_eq!(spools_of(&store, "r", "t"), Vec::<PathBuf>::new(), "a local store is not spooled");
+    }
+
+    /// This process's spools of attempt 1 of `trial` in `store`.
+    fn spools_of<S: ResultStore>(store: &S, run: &str, trial: &str) -> Vec<PathBuf> {
+        let example = spool_dir(store, run, trial, 1);
+        let name = example.file_name().unwrap().to_str().unwrap();
+        let prefix = &name[..name.rfind('-').unwrap() + 1];
+        let Ok(entries) = std::fs::read_dir(spool_root()) else { return Vec::new() };
+        entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with(prefix))
+            .collect()
     }
 
     #[tokio::test]
     async fn a_remote_store_is_spooled_commit_last_and_the_spool_removed() {
-        let store = Remote::default();
-        let spool = spool_dir(&store, "r", "t", 1);
+        let store = Remote { watched: Some("spooled"), ..Remote::default() };
+        let spool = spool_dir(&store, "r", "spooled", 1);
         assert_eq!(spool.parent(), Some(spool_root().as_path()), "one directory right under the root");
-        publish(&store, "r", "t", 1, attempt_artifacts(), Duration::from_secs(5)).await.unwrap();
+        assert_ne!(spool_dir(&store, "r", "spooled", 1), spool, "each publication has its own");
+        publish(&store, "r", "spooled", 1, attempt_artifacts(), Duration::from_secs(5)).await.unwrap();
         let puts = store.puts.lock().unwrap().clone();
         assert_eq!(puts.len(), 3);
         assert!(puts[2].ends_with("/result.json"), "{puts:?}");
-        assert!(!spool.exists(), "the attempt's spool is removed once stored");
+        assert_eq!(*store.spools_at_puts.lock().unwrap(), [1, 1, 1], "spooled while uploading, in one spool");
+        assert_eq!(spools_of(&store, "r", "spooled"), Vec::<PathBuf>::new(), "the spool is removed once stored");
+    }
+
+    #[tokio::test]
+    async fn a_spool_of_a_live_process_is_left_alone_and_one_of_a_dead_process_removed() {
+        let store = Remote::default();
+        let own = spool_dir(&store, "r", "live-and-dead", 1);
+        let destination = own.file_name().unwrap().to_str().unwrap().split('-').next().unwrap().to_string();
+        // pid 1 always runs; a pid past the kernel's limit never does.
+        let live = spool_root().join(format!("{destination}-1-0"));
+        let dead = spool_root().join(format!("{destination}-4294967295-0"));
+        for dir in [&live, &dead] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("agent.stdout"), b"x").unwrap();
+        }
+        publish(&store, "r", "live-and-dead", 1, attempt_artifacts(), Duration::from_secs(5)).await.unwrap();
+        assert!(live.join("agent.stdout").exists(), "another running process's spool is its own");
+        assert!(!dead.exists(), "a spool whose process has gone is removed");
+        std::fs::remove_dir_all(&live).unwrap();
     }
 
     #[test]

@@ -52,6 +52,7 @@ spec:
         max_usd: None,
         max_turns: None,
         max_file_bytes: None,
+        scratch_mib: None,
         results: format!("file://{}", results.display()),
         s3: None,
         base_tree: None,

@@ -116,6 +116,8 @@ pub enum PodEnd {
     AgentTimesOut,
     /// The node evicts the pod before it finishes.
     Evicted,
+    /// The kubelet evicts the pod because the agent wrote past its `scratch` emptyDir's limit.
+    ScratchFull,
 }
 
 pub struct Cluster {
@@ -327,6 +329,13 @@ impl Cluster {
                 json!({"conditions": [{"type": "Failed", "status": "True", "reason": "PodFailurePolicy",
                        "lastTransitionTime": at.to_rfc3339()}], "failed": 1}),
                 json!({"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}),
+                None,
+            ),
+            PodEnd::ScratchFull => (
+                json!({"conditions": [{"type": "Failed", "status": "True", "reason": "PodFailurePolicy",
+                       "lastTransitionTime": at.to_rfc3339()}], "failed": 1}),
+                json!({"phase": "Failed", "reason": "Evicted", "startTime": at.to_rfc3339(),
+                       "message": "Usage of EmptyDir volume \"scratch\" exceeds the limit \"4096Mi\". "}),
                 None,
             ),
         };

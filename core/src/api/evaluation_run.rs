@@ -242,10 +242,28 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self >= 1024 && self <= 1073741824").message("agent.maxFileBytes must be between 1024 and 1073741824 (1 GiB)"))]
     pub max_file_bytes: Option<i64>,
+    /// The size of a trial's scratch space (its workspace, home and logs), in MiB. Under a root
+    /// worker (`lightsout run` as root) a tmpfs of that size; in a pod the `sizeLimit` of its
+    /// `scratch` emptyDir, past which the kubelet evicts the pod and the trial ends
+    /// `agent-failed` (the agent filled its own space; not retried). Default 4096.
+    #[serde(default, rename = "scratchMiB", skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 64 && self <= 1048576").message("agent.scratchMiB must be between 64 and 1048576 (1 TiB)"))]
+    pub scratch_mib: Option<i64>,
     /// CPU and memory of each trial's agent container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(transform = schema::resources)]
     pub resources: Option<ResourceRequirements>,
+}
+
+/// A trial's scratch size when neither `spec.agent.scratchMiB` nor the worker's
+/// `LIGHTSOUT_SCRATCH_MIB` sets one.
+pub const DEFAULT_SCRATCH_MIB: u64 = 4096;
+
+impl AgentSpec {
+    /// `scratchMiB`, or [`DEFAULT_SCRATCH_MIB`].
+    pub fn scratch_mib(&self) -> u64 {
+        self.scratch_mib.map_or(DEFAULT_SCRATCH_MIB, |m| m.max(1) as u64)
+    }
 }
 
 fn default_timeout() -> String {
