@@ -33,6 +33,11 @@ enum Command {
         /// A pricing table (YAML) instead of the built-in one.
         #[arg(long)]
         pricing: Option<PathBuf>,
+        /// How long a provider may send nothing (no byte of its answer, headers included) before
+        /// a model call is taken for a hang and retried: the single-shot harness's calls and the
+        /// agentic harnesses' (through the metering proxy) alike. e.g. 90s, 5m.
+        #[arg(long, default_value = "5m", value_parser = lightsout_core::duration::parse)]
+        provider_stall_timeout: std::time::Duration,
     },
     /// Write a run's HTML report (report.html next to its summary.json) and print a compact table.
     /// With --baseline, also what changed since a baseline run and what it cost.
@@ -81,10 +86,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Compare(args) => return compare::main(args),
-        Command::Run { file, results, pricing } => match run::run(&file, results, pricing.as_deref()) {
-            Ok(finished) => return finished.exit_code(),
-            Err(e) => Err(e),
-        },
+        Command::Run { file, results, pricing, provider_stall_timeout } => {
+            match run::run(&file, results, pricing.as_deref(), provider_stall_timeout) {
+                Ok(finished) => return finished.exit_code(),
+                Err(e) => Err(e),
+            }
+        }
         Command::Validate { file } => run::validate(&file),
         Command::Report(args) => report::report(&args),
         Command::Crdgen { out, check, kind } => crdgen::crdgen(kind, out.as_deref(), check),
@@ -100,5 +107,21 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_provider_stall_timeout_defaults_to_the_workers_and_is_settable() {
+        let stall = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
+            Command::Run { provider_stall_timeout, .. } => provider_stall_timeout,
+            _ => unreachable!("a run command"),
+        };
+        assert_eq!(stall(&["lightsout", "run", "-f", "run.yaml"]), lightsout_core::model::DEFAULT_STALL_TIMEOUT);
+        let set = stall(&["lightsout", "run", "-f", "run.yaml", "--provider-stall-timeout", "45s"]);
+        assert_eq!(set, std::time::Duration::from_secs(45));
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use lightsout_core::api::EvaluationRun;
-use lightsout_core::model::{RateLimitPolicy, RetryPolicy, DEFAULT_STALL_TIMEOUT};
+use lightsout_core::model::{RateLimitPolicy, RetryPolicy};
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::{dataset, plan, validate};
 use lightsout_worker::local::{run_local, Event, LocalRun, SandboxCommand};
@@ -64,7 +64,14 @@ impl RunEnd {
     }
 }
 
-pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyhow::Result<RunEnd> {
+/// `provider_stall_timeout`: see `LocalRun::provider_stall_timeout` (`DEFAULT_STALL_TIMEOUT`
+/// unless the command line says otherwise).
+pub fn run(
+    file: &Path,
+    results: Option<String>,
+    pricing: Option<&Path>,
+    provider_stall_timeout: Duration,
+) -> anyhow::Result<RunEnd> {
     make_non_dumpable()?;
     let run = read_run(file)?;
     let pricing = match pricing {
@@ -83,7 +90,7 @@ pub fn run(file: &Path, results: Option<String>, pricing: Option<&Path>) -> anyh
         retry_delay: Duration::from_secs(2),
         model_retry: RetryPolicy::default(),
         model_rate_limits: RateLimitPolicy::default(),
-        provider_stall_timeout: DEFAULT_STALL_TIMEOUT,
+        provider_stall_timeout,
         harness_root: lightsout_worker::harness::default_root(),
         sandbox: sandbox_command(),
         upload_deadline: Duration::from_secs(600),

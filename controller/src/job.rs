@@ -348,6 +348,7 @@ pub fn pod_job(input: &TrialInput, settings: &TrialSettings) -> Result<PodJob, J
         harness_root: agentic.then(|| PathBuf::from(HARNESS_ROOT)),
         termination_log: PathBuf::from(TERMINATION_LOG),
         upload_deadline_seconds: settings.upload_deadline_seconds,
+        provider_stall_timeout_seconds: None,
     })
 }
 

@@ -55,6 +55,11 @@ pub struct PodJob {
     /// infrastructure failure.
     #[serde(default = "default_upload_deadline")]
     pub upload_deadline_seconds: u64,
+    /// How long the provider may send nothing (no byte of its answer, headers included) before
+    /// a model call is taken for a hang and fails, by the single-shot harness's client and by the
+    /// metering proxy alike; [`crate::model::DEFAULT_STALL_TIMEOUT`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_stall_timeout_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,5 +98,10 @@ impl PodJob {
 
     pub fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout_seconds.max(1))
+    }
+
+    pub fn provider_stall_timeout(&self) -> Duration {
+        self.provider_stall_timeout_seconds
+            .map_or(crate::model::DEFAULT_STALL_TIMEOUT, |seconds| Duration::from_secs(seconds.max(1)))
     }
 }

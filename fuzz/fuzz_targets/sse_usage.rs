@@ -1,16 +1,12 @@
-//! The metering proxy's server-sent-event reader (`lightsout-worker`'s `UsageTracker`): any
-//! stream, cut into chunks anywhere, gives the same usage as the whole stream, and never panics.
-//! The first byte picks the API kind and the chunk size.
+//! The reader of streamed answers (`lightsout_core::model::StreamedAnswer`, used by the model
+//! client and the worker's metering proxy): any stream, cut into chunks anywhere, gives the same
+//! usage and the same answer as the whole stream, and never panics. The first byte picks the
+//! API kind and the chunk size.
 #![no_main]
-
-// The tracker's file is compiled in directly: it depends only on lightsout-core and serde_json,
-// and depending on lightsout-worker would build the S3 SDK with sanitizer coverage for nothing.
-#[allow(dead_code)]
-#[path = "../../worker/src/proxy/sse.rs"]
-mod sse;
 
 use libfuzzer_sys::fuzz_target;
 use lightsout_core::api::ApiKind;
+use lightsout_core::model::StreamedAnswer;
 
 fuzz_target!(|data: &[u8]| {
     let Some((selector, stream)) = data.split_first() else { return };
@@ -20,11 +16,12 @@ fuzz_target!(|data: &[u8]| {
         _ => ApiKind::Anthropic,
     };
     let chunk = usize::from(selector / 3).max(1);
-    let mut whole = sse::UsageTracker::new(kind);
+    let mut whole = StreamedAnswer::new(kind);
     whole.feed(stream);
-    let mut chunked = sse::UsageTracker::new(kind);
+    let mut chunked = StreamedAnswer::new(kind);
     for piece in stream.chunks(chunk) {
         chunked.feed(piece);
     }
-    assert_eq!(whole.finish(), chunked.finish(), "chunking changed the usage read");
+    assert_eq!(whole.usage(), chunked.usage(), "chunking changed the usage read");
+    assert_eq!(whole.into_answer(), chunked.into_answer(), "chunking changed the answer read");
 });

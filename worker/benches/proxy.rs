@@ -434,6 +434,7 @@ fn main() {
             max_usd: None,
             log_path: Some(log_dir.path().join("exchanges.jsonl")),
             unix_socket: None,
+            stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
         }))
         .expect("the proxy starts");
     assert!(proxy.addr().ip().is_loopback() && upstream_addr.ip().is_loopback());

@@ -123,6 +123,7 @@ async fn one_start(
         max_usd: Some(5.0),
         log_path: Some(run_dir.join("exchanges.jsonl")),
         unix_socket: None,
+        stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
     })
     .await
     .expect("the proxy starts");

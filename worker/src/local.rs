@@ -55,8 +55,9 @@ pub struct LocalRun {
     /// How model calls share a provider's rate limit, and how many 429s one call accepts
     /// before it fails (`RateLimitPolicy::default()` outside tests).
     pub model_rate_limits: RateLimitPolicy,
-    /// A provider that sends nothing for this long is hanging: the attempt fails and is retried
-    /// (see `ModelClient::with_timeouts`; `DEFAULT_STALL_TIMEOUT` by default).
+    /// A provider that sends nothing for this long is hanging: the call fails and is retried (see
+    /// `ModelClient::with_timeouts`; `DEFAULT_STALL_TIMEOUT` by default). The single-shot
+    /// harness's model client and the agentic harnesses' metering proxy both use it.
     pub provider_stall_timeout: Duration,
     /// Where agentic harnesses are installed (see `harness::default_root`).
     pub harness_root: PathBuf,
@@ -338,6 +339,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                                     .agent
                                     .scratch_mib
                                     .map_or_else(crate::scratch::scratch_mib, |m| m.max(1) as u64),
+                                provider_stall_timeout: config.provider_stall_timeout,
                             }),
                         };
                         let artifacts = match run_trial(&job, client, pricing, store, config.upload_deadline).await {

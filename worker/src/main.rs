@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use lightsout_core::api::{HarnessName, HarnessRef};
-use lightsout_core::model::{ModelClient, RateLimitPolicy, RetryPolicy, DEFAULT_STALL_TIMEOUT};
+use lightsout_core::model::{ModelClient, RateLimitPolicy, RetryPolicy};
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::trial::{Outcome, TrialSummary};
 use lightsout_s3::Results;
@@ -140,6 +140,7 @@ fn run_job(file: &std::path::Path) -> ExitCode {
                 max_file_bytes: job.max_file_bytes.unwrap_or(lightsout_worker::agent_files::DEFAULT_MAX_FILE_BYTES),
                 grace: std::time::Duration::from_secs(10),
                 scratch_mib: job.scratch_mib.unwrap_or_else(lightsout_worker::scratch::scratch_mib),
+                provider_stall_timeout: job.provider_stall_timeout(),
             }),
             (Some(_), None) => {
                 eprintln!("lightsout-worker: job {}: an agentic harness needs baseTree", file.display());
@@ -165,7 +166,7 @@ fn run_job(file: &std::path::Path) -> ExitCode {
         // classifies (a provider failing when it runs out is an infrastructure failure).
         let client = ModelClient::with_timeouts(
             job.timeout() + std::time::Duration::from_secs(5),
-            Some(DEFAULT_STALL_TIMEOUT),
+            Some(job.provider_stall_timeout()),
             RetryPolicy::default(),
             RateLimitPolicy::default(),
         );

@@ -70,6 +70,9 @@ pub struct AgentSetup {
     /// The size of the scratch tmpfs and of each of the sandbox's private tmpfs, in MiB (see
     /// [`crate::scratch`]).
     pub scratch_mib: u64,
+    /// How long the provider may send nothing before the proxy fails the call (see
+    /// [`ProxyConfig::stall_timeout`]): the setting the single-shot harness's client has too.
+    pub provider_stall_timeout: Duration,
 }
 
 /// How to start the sandbox: a program (the worker or CLI binary itself) with the arguments that
@@ -289,9 +292,9 @@ async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
             max_output_tokens: None,
         };
         match harness.review(request, deadline).await {
-            // The provider was failing when the time ran out (5xx, 429s, stalls): not the model's
-            // doing, so an infrastructure failure, retried.
-            Err(DeadlineError::TimeLimit { provider_failure: Some(failure) }) => {
+            // The provider was failing when the time ran out (5xx, 429s, stalls, or nothing at
+            // all sent): not the model's doing, so an infrastructure failure, retried.
+            Err(failure @ DeadlineError::ProviderFailing { .. }) => {
                 return AgentRun::Failed {
                     outcome: Outcome::InfraFailed,
                     error: format!(
@@ -303,7 +306,7 @@ async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
                     scripted,
                 }
             }
-            Err(DeadlineError::TimeLimit { provider_failure: None }) => {
+            Err(DeadlineError::Answering) => {
                 return AgentRun::Failed {
                     outcome: Outcome::TimedOut,
                     error: format!("no review within the {}s time limit", job.timeout.as_secs()),
@@ -434,6 +437,7 @@ async fn run_agentic_in_scratch(
         max_usd: job.max_usd,
         log_path: Some(run_dir.join("exchanges.jsonl")),
         unix_socket: network_sandbox.then(|| socket.clone()),
+        stall_timeout: setup.provider_stall_timeout,
     })
     .await;
     let proxy = match proxy {

@@ -45,6 +45,7 @@ const STORM: FaultRates = FaultRates {
     garbage: 0.05,
     truncated_body: 0.04,
     truncated_sse: 0.04,
+    stalled_answer: 0.0,
 };
 
 /// A CRBugBench dataset of `TASKS` tasks, each with a two-line diff (the scripted model's two

@@ -115,6 +115,7 @@ async fn an_adversarial_agent_finds_and_reaches_nothing_but_the_proxy() {
         max_usd: None,
         log_path: None,
         unix_socket: Some(socket.clone()),
+        stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
     })
     .await
     .unwrap();

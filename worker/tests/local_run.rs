@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use lightsout_core::model::RetryPolicy;
 use lightsout_core::pricing::PricingTable;
+use lightsout_core::scripted::chaos::{ChaosConfig, ChaosServer, FaultRates};
 use lightsout_core::scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
 use lightsout_core::summary::RunSummary;
 use lightsout_core::validate::parse_run;
@@ -336,12 +337,23 @@ spec:
 }
 
 /// A time limit that runs out while the provider is failing (the client still retrying its 503s)
-/// is the provider's doing: infra-failed, never the model's timed-out. One that runs out while a
-/// healthy provider's model is still answering is the model's: timed-out.
+/// is the provider's doing: infra-failed, never the model's timed-out; so is one that runs out
+/// while the provider has sent nothing at all (the scripted server holds every answer 5 s). One
+/// that runs out while a healthy provider's model is still answering (its stream started, then
+/// stalled, through the chaos layer) is the model's: timed-out.
 #[tokio::test]
 async fn a_time_limit_spent_on_a_failing_provider_is_infra_and_on_a_slow_answer_timed_out() {
     let failing = server(Faults { status_every_nth: Some((503, 1)), ..Faults::default() }, "agent-secret").await;
-    let slow = server(Faults { delay_ms: 5_000, ..Faults::default() }, "agent-secret").await;
+    let silent = server(Faults { delay_ms: 5_000, ..Faults::default() }, "agent-secret").await;
+    let healthy = server(Faults::default(), "agent-secret").await;
+    let slow = ChaosServer::start(ChaosConfig {
+        upstream: healthy.base_url(),
+        seed: 0,
+        rates: FaultRates { stalled_answer: 1.0, ..FaultRates::NONE },
+        hang_for: Duration::from_secs(5),
+    })
+    .await
+    .unwrap();
     let judge = server(Faults::default(), "judge-secret").await;
     let dir = tempfile::tempdir().unwrap();
     let yaml = |url: &str, name: &str| {
@@ -349,6 +361,12 @@ async fn a_time_limit_spent_on_a_failing_provider_is_infra_and_on_a_slow_answer_
             .replace("timeout: 30s", "timeout: 1s")
             .replace("metadata: {name: test}", &format!("metadata: {{name: {name}}}"))
             .replace("retries: 2", "retries: 0")
+    };
+    let error_of = |run: &str| -> String {
+        let results = result_files(dir.path());
+        let file = results.iter().find(|f| f.contains(&format!("runs/{run}/"))).unwrap();
+        let result: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join(file)).unwrap()).unwrap();
+        result["error"].as_str().unwrap().to_string()
     };
     let mut retrying = config(&yaml(&failing.base_url(), "failing"), dir.path());
     // Far more attempts than the time limit allows: only the time limit ends the call.
@@ -358,15 +376,17 @@ async fn a_time_limit_spent_on_a_failing_provider_is_infra_and_on_a_slow_answer_
     let v = only_variant(&report.summary);
     assert_eq!((v.trials.infra_failed, v.trials.timed_out, v.scored), (4, 0, 0));
     assert_eq!(report.unfinished.infra_failed, 4, "the run says what is left to finish");
-    let results = result_files(dir.path());
-    let failing_result = results.iter().find(|f| f.contains("runs/failing/")).unwrap();
-    let result: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join(failing_result)).unwrap()).unwrap();
-    let error = result["error"].as_str().unwrap();
+    let error = error_of("failing");
     assert!(
         error.contains("the provider was failing when the 1s time limit ran out") && error.contains("503"),
         "{error}"
     );
+
+    let (report, _) = run(config(&yaml(&silent.base_url(), "silent"), dir.path())).await;
+    let v = only_variant(&report.summary);
+    assert_eq!((v.trials.infra_failed, v.trials.timed_out, v.scored), (4, 0, 0));
+    let error = error_of("silent");
+    assert!(error.contains("the provider sent nothing for"), "{error}");
 
     let (report, _) = run(config(&yaml(&slow.base_url(), "slow"), dir.path())).await;
     let v = only_variant(&report.summary);

@@ -4,7 +4,9 @@
 
 use lightsout_core::api::ApiKind;
 use lightsout_core::exchange::ExchangeBody;
-use lightsout_core::model::Endpoint;
+use std::time::Duration;
+
+use lightsout_core::model::{Endpoint, DEFAULT_STALL_TIMEOUT};
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_worker::proxy::{MeteringProxy, ProxyConfig};
@@ -17,6 +19,15 @@ async fn setup(
     kind: ApiKind,
     max_tokens: Option<u64>,
     faults: Faults,
+) -> (ScriptedServer, MeteringProxy, tempfile::TempDir) {
+    setup_with_stall_timeout(kind, max_tokens, faults, DEFAULT_STALL_TIMEOUT).await
+}
+
+async fn setup_with_stall_timeout(
+    kind: ApiKind,
+    max_tokens: Option<u64>,
+    faults: Faults,
+    stall_timeout: Duration,
 ) -> (ScriptedServer, MeteringProxy, tempfile::TempDir) {
     let server =
         ScriptedServer::start(ScriptedConfig { expected_api_key: Some(REAL_KEY.into()), faults }).await.unwrap();
@@ -34,6 +45,7 @@ async fn setup(
         max_usd: None,
         log_path: Some(dir.path().join("exchanges.jsonl")),
         unix_socket: None,
+        stall_timeout,
     })
     .await
     .unwrap();
@@ -97,6 +109,24 @@ async fn swaps_the_dummy_key_for_the_real_one_and_meters_a_plain_call() {
     let logged = std::fs::read_to_string(dir.path().join("exchanges.jsonl")).unwrap();
     assert_eq!(logged.lines().count(), 1);
     assert!(!logged.contains(REAL_KEY) && !logged.contains(DUMMY_KEY), "credentials are never recorded");
+}
+
+/// A provider that sends nothing, not even headers, for the proxy's stall timeout is taken for a
+/// hang: the agent gets a 502 and the exchange is the provider's failure. The scripted server
+/// holds its answer for 5 s, which a proxy on the default stall timeout (300 s) would wait out.
+#[tokio::test]
+async fn a_provider_silent_for_the_configured_stall_timeout_fails_the_call() {
+    let faults = Faults { delay_ms: 5_000, ..Faults::default() };
+    let (_server, proxy, _dir) =
+        setup_with_stall_timeout(ApiKind::OpenAiChat, None, faults, Duration::from_secs(1)).await;
+    let body = json!({"model": "gpt-5-mini", "messages": [{"role": "user", "content": prompt()}]});
+    let answer = post(&format!("{}/chat/completions", proxy.base_url()), ApiKind::OpenAiChat, DUMMY_KEY, body).await;
+    assert_eq!(answer.status(), 502);
+    let error: Value = answer.json().await.unwrap();
+    assert!(error["error"]["message"].as_str().unwrap().contains("could not be reached"), "{error}");
+    let totals = proxy.totals();
+    assert_eq!((totals.calls, totals.provider_failures), (1, 1), "{totals:?}");
+    assert_eq!(totals.last_call_failed.as_deref(), Some("HTTP 502"));
 }
 
 #[tokio::test]
@@ -242,6 +272,7 @@ async fn a_stream_the_provider_cuts_short_is_its_failure() {
         max_usd: None,
         log_path: None,
         unix_socket: None,
+        stall_timeout: DEFAULT_STALL_TIMEOUT,
     })
     .await
     .unwrap();

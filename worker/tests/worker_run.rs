@@ -59,6 +59,7 @@ spec:
         harness_root: None,
         termination_log: termination.to_path_buf(),
         upload_deadline_seconds: 5,
+        provider_stall_timeout_seconds: None,
     }
 }
 

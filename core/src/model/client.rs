@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::limiter::{Limiter, Limiters, Permit, ProviderStats, RateLimitPolicy};
-use super::{wire, Usage};
+use super::{wire, StreamedAnswer, Usage};
 use crate::api::{ApiKind, ReasoningEffort};
 
 /// Where and how to reach one provider. The key is only ever held by trusted code (the judge,
@@ -123,16 +123,62 @@ impl RetryPolicy {
     }
 }
 
-/// A call that did not finish by its deadline ([`ModelClient::complete_until`]).
+/// A call that did not finish by its deadline ([`ModelClient::complete_until`]): whose time ran
+/// out, the model's or the provider's.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum DeadlineError {
     #[error(transparent)]
     Call(#[from] CallError),
-    /// The deadline passed while the call was waiting on the provider. `provider_failure`: the
-    /// call's last failed attempt (a 5xx, 429, stall or transport failure), if it had one: then
-    /// the time ran out while the provider was failing, not while the model was answering.
-    #[error("the time limit ran out while waiting on the provider{}", .provider_failure.as_ref().map(|e| format!(" (after: {e})")).unwrap_or_default())]
-    TimeLimit { provider_failure: Option<CallError> },
+    /// The deadline passed while the model was answering: the attempt in flight had its answer
+    /// under way (the provider had sent a success status) and no earlier attempt had failed.
+    #[error("the time limit ran out while the model was answering")]
+    Answering,
+    /// The deadline passed while the provider was failing the call, not while the model was
+    /// answering: the attempt in flight had received nothing of its answer, not even its
+    /// headers, for `silent_for`; or an earlier attempt had failed (`after`: the last such
+    /// failure, a 5xx, 429, stall or transport failure); or, with neither, the request was never
+    /// sent, waiting for a slot under the provider's concurrency limit.
+    #[error("{}", describe_provider_failing(*.silent_for, .after.as_ref()))]
+    ProviderFailing { silent_for: Option<Duration>, after: Option<CallError> },
+}
+
+fn describe_provider_failing(silent_for: Option<Duration>, after: Option<&CallError>) -> String {
+    let silent = silent_for.map(|silent| {
+        format!("the provider sent nothing for {:.1}s (no byte of its answer, not even headers)", silent.as_secs_f64())
+    });
+    let parts: Vec<String> =
+        silent.into_iter().chain(after.map(|e| format!("an earlier attempt failed: {e}"))).collect();
+    if parts.is_empty() {
+        return "the request was never sent: it waited for a slot under the provider's concurrency limit".into();
+    }
+    parts.join("; ")
+}
+
+/// What a call under a deadline has seen of the provider so far.
+#[derive(Debug, Default)]
+struct Progress {
+    last_failure: Option<CallError>,
+    /// When the attempt in flight was sent; `None` between attempts.
+    sent_at: Option<Instant>,
+    /// The attempt in flight has a success status: its answer is under way.
+    answering: bool,
+}
+
+impl Progress {
+    fn update(progress: Option<&std::sync::Mutex<Progress>>, change: impl FnOnce(&mut Progress)) {
+        if let Some(progress) = progress {
+            change(&mut progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        }
+    }
+
+    /// Whose time ran out when the deadline passed now.
+    fn deadline_error(self) -> DeadlineError {
+        if self.answering && self.last_failure.is_none() {
+            return DeadlineError::Answering;
+        }
+        let silent_for = self.sent_at.filter(|_| !self.answering).map(|sent| sent.elapsed());
+        DeadlineError::ProviderFailing { silent_for, after: self.last_failure }
+    }
 }
 
 /// Calls models. Clones share the HTTP connection pool and the per-provider limiters.
@@ -209,36 +255,44 @@ impl ModelClient {
         self.complete_observed(endpoint, req, None).await
     }
 
-    /// [`ModelClient::complete`] with a deadline; when it passes first, the error tells whether
-    /// the call had seen the provider fail (see [`DeadlineError::TimeLimit`]).
+    /// [`ModelClient::complete`] with a deadline, the answer streamed: the request asks for
+    /// server-sent events (Chat Completions with `stream_options.include_usage`), read as they
+    /// arrive and assembled into the same text and usage as the unstreamed answer (an answer sent
+    /// unstreamed all the same is read as such). When the deadline passes first, the error tells
+    /// whose time ran out ([`DeadlineError`]): a non-streamed answer sends nothing until the model
+    /// has finished, so only a stream tells a model still answering from a provider that hangs.
+    /// A stream that breaks off or reports an error is a transport failure, retried; usage comes
+    /// only from a completed answer.
     pub async fn complete_until(
         &self,
         endpoint: &Endpoint,
         req: &ChatRequest,
         deadline: Instant,
     ) -> Result<Completion, DeadlineError> {
-        let last_failure = std::sync::Mutex::new(None);
-        match tokio::time::timeout_at(deadline, self.complete_observed(endpoint, req, Some(&last_failure))).await {
+        let progress = std::sync::Mutex::new(Progress::default());
+        let outcome = tokio::time::timeout_at(deadline, self.complete_observed(endpoint, req, Some(&progress))).await;
+        match outcome {
             Ok(result) => Ok(result?),
-            Err(_) => {
-                let provider_failure = last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-                Err(DeadlineError::TimeLimit { provider_failure })
-            }
+            Err(_) => Err(progress.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).deadline_error()),
         }
     }
 
+    /// Streamed when `progress` is given (see [`ModelClient::complete_until`]).
     async fn complete_observed(
         &self,
         endpoint: &Endpoint,
         req: &ChatRequest,
-        last_failure: Option<&std::sync::Mutex<Option<CallError>>>,
+        progress: Option<&std::sync::Mutex<Progress>>,
     ) -> Result<Completion, CallError> {
-        let (path, body) = wire::request(endpoint.api_kind, req);
+        let (path, body) = match progress {
+            Some(_) => wire::streamed_request(endpoint.api_kind, req),
+            None => wire::request(endpoint.api_kind, req),
+        };
         let read =
             |json: &Value| wire::response(endpoint.api_kind, json).map(|(text, usage)| ((text, usage), Some(usage)));
         let limiter = self.limiters.get(&endpoint.provider, &endpoint.base_url, endpoint.api_kind);
         limiter.call_started();
-        let result = self.post_limited(&limiter, endpoint, path, &body, &read, last_failure).await;
+        let result = self.post_limited(&limiter, endpoint, path, &body, &read, progress).await;
         limiter.call_finished(result.as_ref().ok().map(|answer| answer.usage.unwrap_or_default()));
         let answer = result?;
         let (text, usage) = answer.value;
@@ -277,7 +331,7 @@ impl ModelClient {
         path: &str,
         body: &Value,
         read: &impl Fn(&Value) -> Result<(T, Option<Usage>), String>,
-        last_failure: Option<&std::sync::Mutex<Option<CallError>>>,
+        progress: Option<&std::sync::Mutex<Progress>>,
     ) -> Result<Answer<T>, CallError> {
         let policy = self.limiters.policy();
         let mut started = None;
@@ -294,7 +348,8 @@ impl ModelClient {
             permit.sending(attempts > 0);
             let started = *started.get_or_insert_with(Instant::now);
             attempts += 1;
-            let (error, retry_after) = match self.attempt(endpoint, path, body, read).await {
+            Progress::update(progress, |p| (p.sent_at, p.answering) = (Some(Instant::now()), false));
+            let (error, retry_after) = match self.attempt(endpoint, path, body, read, progress).await {
                 Ok(((value, usage), scripted)) => {
                     permit.succeeded();
                     let latency_ms = started.elapsed().as_millis() as u64;
@@ -302,9 +357,10 @@ impl ModelClient {
                 }
                 Err(failure) => failure,
             };
-            if let Some(last) = last_failure {
-                *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(error.clone());
-            }
+            Progress::update(progress, |p| {
+                (p.sent_at, p.answering) = (None, false);
+                p.last_failure = Some(error.clone());
+            });
             let backoff = if error.status() == Some(429) {
                 kept = permit.rate_limited();
                 rate_limited += 1;
@@ -328,13 +384,15 @@ impl ModelClient {
     }
 
     /// One HTTP request; a successful answer's value and usage, and whether the scripted server
-    /// gave it.
+    /// gave it. An event stream is read as it arrives (see [`StreamedAnswer`]); `progress` learns
+    /// when the answer is under way.
     async fn attempt<T>(
         &self,
         endpoint: &Endpoint,
         path: &str,
         body: &Value,
         read: &impl Fn(&Value) -> Result<(T, Option<Usage>), String>,
+        progress: Option<&std::sync::Mutex<Progress>>,
     ) -> Result<((T, Option<Usage>), bool), (CallError, Option<Duration>)> {
         let provider = endpoint.provider.clone();
         let url = format!("{}{}", endpoint.base_url.trim_end_matches('/'), path);
@@ -346,22 +404,40 @@ impl ModelClient {
         };
         let transport =
             |e: reqwest::Error| (CallError::Transport { provider: provider.clone(), message: describe(&e) }, None);
-        let response = request.send().await.map_err(transport)?;
+        let mut response = request.send().await.map_err(transport)?;
         let status = response.status();
         let retry_after = retry_after(response.headers(), chrono::Utc::now());
         let scripted = response.headers().contains_key(crate::scripted::SCRIPTED_HEADER);
-        let text = response.text().await.map_err(transport)?;
+        let streamed = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
         if !status.is_success() {
+            let text = response.text().await.map_err(transport)?;
             let message: String = text.chars().take(500).collect();
             return Err((CallError::Status { provider, status: status.as_u16(), message }, retry_after));
         }
-        // A success whose body is not JSON at all was garbled in transit (or is not the API's
-        // answer, e.g. an event stream cut short): a transport failure, retried.
-        let json: Value = serde_json::from_str(&text).map_err(|e| {
-            let shown: String = text.chars().take(80).collect();
-            let message = format!("the answer is not JSON ({e}): {shown:?}");
-            (CallError::Transport { provider: provider.clone(), message }, None)
-        })?;
+        Progress::update(progress, |p| p.answering = true);
+        let json = if streamed {
+            let mut stream = StreamedAnswer::new(endpoint.api_kind);
+            while let Some(chunk) = response.chunk().await.map_err(transport)? {
+                stream.feed(&chunk);
+            }
+            // Broken off or failed mid-answer: as a body cut short, retried.
+            stream
+                .into_answer()
+                .map_err(|message| (CallError::Transport { provider: provider.clone(), message }, None))?
+        } else {
+            let text = response.text().await.map_err(transport)?;
+            // A success whose body is not JSON at all was garbled in transit (or is not the API's
+            // answer, e.g. an event stream cut short): a transport failure, retried.
+            serde_json::from_str(&text).map_err(|e| {
+                let shown: String = text.chars().take(80).collect();
+                let message = format!("the answer is not JSON ({e}): {shown:?}");
+                (CallError::Transport { provider: provider.clone(), message }, None)
+            })?
+        };
         let answer = read(&json).map_err(|message| (CallError::Malformed { provider, message }, None))?;
         Ok((answer, scripted))
     }
@@ -480,6 +556,43 @@ mod tests {
         let completion = client.complete(&endpoint(base_url), &request).await.unwrap();
         assert_eq!(completion.text, "No findings.");
         assert!(!completion.scripted);
+    }
+
+    /// The streamed call ([`ModelClient::complete_until`]) reads the same text and the same usage,
+    /// by kind, as the unstreamed one ([`ModelClient::complete`]), for every API: against two
+    /// scripted servers (each with its own prompt cache), two calls each, the second a cache hit.
+    #[tokio::test]
+    async fn a_streamed_answer_reads_as_the_unstreamed_one_for_every_api() {
+        use crate::scripted::{ScriptedConfig, ScriptedServer};
+        let client = ModelClient::new(Duration::from_secs(10), RetryPolicy::default());
+        for kind in [ApiKind::OpenAiChat, ApiKind::OpenAiResponses, ApiKind::Anthropic] {
+            let request = ChatRequest {
+                model: "some-model".into(),
+                system: Some("You review code.".into()),
+                user: "Review this change.\nTitle: Accept bank-export amount formats in CSV import\n".into(),
+                reasoning_effort: Some(ReasoningEffort::High),
+                max_output_tokens: None,
+            };
+            let endpoint = |base_url: String| Endpoint {
+                provider: "p".into(),
+                base_url,
+                api_kind: kind,
+                api_key: Some("key".into()),
+            };
+            let (plain, streamed) = (
+                ScriptedServer::start(ScriptedConfig::default()).await.unwrap(),
+                ScriptedServer::start(ScriptedConfig::default()).await.unwrap(),
+            );
+            for _ in 0..2 {
+                let whole = client.complete(&endpoint(plain.base_url()), &request).await.unwrap();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let stream = client.complete_until(&endpoint(streamed.base_url()), &request, deadline).await.unwrap();
+                assert!(!whole.text.is_empty() && whole.usage.output_tokens > 0, "{kind:?}: {whole:?}");
+                assert_eq!((&stream.text, stream.usage), (&whole.text, whole.usage), "{kind:?}");
+            }
+            assert!(plain.requests().iter().all(|r| !r.stream), "{kind:?}");
+            assert!(streamed.requests().iter().all(|r| r.stream), "{kind:?}: the streamed calls asked for streams");
+        }
     }
 
     #[test]

@@ -55,6 +55,17 @@ pub(super) fn request(kind: ApiKind, req: &ChatRequest) -> (&'static str, Value)
     }
 }
 
+/// [`request`] asking for the answer as a stream of server-sent events (see [`super::sse`]); a
+/// Chat Completions stream reports usage only when asked to.
+pub(super) fn streamed_request(kind: ApiKind, req: &ChatRequest) -> (&'static str, Value) {
+    let (path, mut body) = request(kind, req);
+    body["stream"] = json!(true);
+    if kind == ApiKind::OpenAiChat {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    (path, body)
+}
+
 /// Anthropic has no effort knob; extended thinking's token budget plays its part.
 fn anthropic_thinking_budget(effort: ReasoningEffort) -> Option<u32> {
     match effort {

@@ -8,10 +8,12 @@
 //! in, as long as identical requests are not sent concurrently.
 //!
 //! Faults: 429 with `retry-after` (seconds), with `retry-after-ms`, or with neither; a 5xx; a
-//! hang (nothing sent for [`ChaosConfig::hang_for`]); a garbage body (200, not JSON); a body that
-//! breaks off half-way; a truncated event stream (200, `text/event-stream`, broken off). Every
-//! request is logged ([`ChaosRequest`]), with the usage of the answers it let through: what a
-//! provider would have billed.
+//! hang (nothing at all sent, not even headers, for [`ChaosConfig::hang_for`]); a garbage body
+//! (200, not JSON); a body that breaks off half-way; a truncated event stream (200,
+//! `text/event-stream`, broken off); an answer that stalls after its first bytes (the model
+//! started answering, then nothing for `hang_for`). Every request is logged ([`ChaosRequest`]),
+//! with the usage of the answers it let through, streamed or not: what a provider would have
+//! billed.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,7 +28,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 use crate::api::ApiKind;
-use crate::model::{usage_of, Usage};
+use crate::model::{usage_of, StreamedAnswer, Usage};
 
 /// A fault the layer answers with instead of forwarding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -39,7 +41,7 @@ pub enum Fault {
     RateLimitedBare,
     /// 500, 502, 503 or 529 (by the request's draw).
     ServerError(u16),
-    /// Nothing at all for [`ChaosConfig::hang_for`].
+    /// Nothing at all, not even headers, for [`ChaosConfig::hang_for`].
     Hang,
     /// 200 with a body that is not JSON.
     Garbage,
@@ -47,6 +49,11 @@ pub enum Fault {
     TruncatedBody,
     /// 200 `text/event-stream` with one event, then the connection is cut.
     TruncatedSse,
+    /// The upstream's status, headers and the head of its answer (its first event, or the first
+    /// half of an unstreamed body), then nothing for [`ChaosConfig::hang_for`], then the
+    /// connection is cut: a model that started answering and did not go on in time. Never an
+    /// answer, so it bills nothing here.
+    StalledAnswer,
 }
 
 impl Fault {
@@ -65,6 +72,7 @@ impl Fault {
             Fault::Garbage => "garbage body".into(),
             Fault::TruncatedBody => "truncated body".into(),
             Fault::TruncatedSse => "truncated SSE".into(),
+            Fault::StalledAnswer => "stalled answer".into(),
         }
     }
 }
@@ -79,6 +87,7 @@ pub struct FaultRates {
     pub garbage: f64,
     pub truncated_body: f64,
     pub truncated_sse: f64,
+    pub stalled_answer: f64,
 }
 
 impl FaultRates {
@@ -89,6 +98,7 @@ impl FaultRates {
         garbage: 0.0,
         truncated_body: 0.0,
         truncated_sse: 0.0,
+        stalled_answer: 0.0,
     };
 }
 
@@ -98,8 +108,8 @@ pub struct ChaosConfig {
     pub upstream: String,
     pub seed: u64,
     pub rates: FaultRates,
-    /// How long a hang holds a request before the layer gives up on it (longer than the
-    /// client's stall timeout, so the client gives up first).
+    /// How long a hang (or a stalled answer) holds a request before the layer gives up on it
+    /// (longer than the client's stall timeout or time limit, so the client gives up first).
     pub hang_for: Duration,
 }
 
@@ -142,6 +152,7 @@ pub fn fault_for(seed: u64, rates: &FaultRates, key: &str, occurrence: u32) -> O
         (rates.garbage, Fault::Garbage),
         (rates.truncated_body, Fault::TruncatedBody),
         (rates.truncated_sse, Fault::TruncatedSse),
+        (rates.stalled_answer, Fault::StalledAnswer),
     ];
     let mut upto = 0.0;
     for (rate, fault) in table {
@@ -270,18 +281,49 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap,
         log.len() - 1
     };
     if let Some(fault) = fault {
-        return fault_response(fault, shared.config.hang_for).await;
+        return fault_response(fault, &shared, (&uri, &headers, body)).await;
     }
     let (response, status, answer) = forward(&shared, &uri, &headers, body).await;
     let mut log = lock(&shared.log);
     log[index].status = Some(status);
     if (200..300).contains(&status) {
-        log[index].usage = answer.and_then(|json| usage_of(api, &json)).unwrap_or_default();
+        log[index].usage = usage_of_answer(api, &response, &answer);
     }
     response
 }
 
-async fn fault_response(fault: Fault, hang_for: Duration) -> Response {
+/// The usage an answer's body reports, streamed or not.
+fn usage_of_answer(api: ApiKind, response: &Response, body: &Bytes) -> Usage {
+    let streamed = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if streamed {
+        let mut stream = StreamedAnswer::new(api);
+        stream.feed(body);
+        return stream.finish_usage().unwrap_or_default();
+    }
+    serde_json::from_slice::<Value>(body).ok().and_then(|json| usage_of(api, &json)).unwrap_or_default()
+}
+
+/// The upstream's `response` with only the head of its `body` (up to the end of its first event,
+/// else its first half), then nothing for `hang_for`, then the connection cut.
+fn stalled(response: Response, body: Bytes, hang_for: Duration) -> Response {
+    use futures::StreamExt as _;
+    let head_len = body.windows(2).position(|w| w == b"\n\n").map_or(body.len() / 2, |at| at + 2);
+    let head = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(body.slice(..head_len)) });
+    let cut = futures::stream::once(async move {
+        tokio::time::sleep(hang_for).await;
+        Err(std::io::Error::other("chaos: stalled answer cut"))
+    });
+    let (parts, _) = response.into_parts();
+    Response::from_parts(parts, Body::from_stream(head.chain(cut)))
+}
+
+/// The fault's answer; `request` is forwarded for the faults that start with the real answer.
+async fn fault_response(fault: Fault, shared: &Shared, request: (&Uri, &HeaderMap, Bytes)) -> Response {
+    let hang_for = shared.config.hang_for;
     let message = format!("{{\"error\": {{\"message\": \"chaos: {}\"}}}}", fault.name());
     let rate_limited = |header: Option<(&'static str, &'static str)>| {
         let mut response = (StatusCode::TOO_MANY_REQUESTS, message.clone()).into_response();
@@ -312,6 +354,11 @@ async fn fault_response(fault: Fault, hang_for: Duration) -> Response {
             response.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
             response
         }
+        Fault::StalledAnswer => {
+            let (uri, headers, body) = request;
+            let (response, _, answer) = forward(shared, uri, headers, body).await;
+            stalled(response, answer, hang_for)
+        }
         Fault::TruncatedSse => {
             let head =
                 "data: {\"id\": \"chaos\", \"choices\": [{\"delta\": {\"content\": \"Re\"}}]}\n\ndata: {\"id\": \"ch"
@@ -323,8 +370,8 @@ async fn fault_response(fault: Fault, hang_for: Duration) -> Response {
     }
 }
 
-/// Forwards the request upstream; the response, its status, and its body as JSON if it is.
-async fn forward(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: Bytes) -> (Response, u16, Option<Value>) {
+/// Forwards the request upstream; the response, its status, and its body.
+async fn forward(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: Bytes) -> (Response, u16, Bytes) {
     let path = uri.path().strip_prefix("/v1").unwrap_or(uri.path());
     let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
     let url = format!("{}{path}{query}", shared.config.upstream.trim_end_matches('/'));
@@ -336,7 +383,9 @@ async fn forward(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: Bytes) -
     }
     let answer = match request.send().await {
         Ok(answer) => answer,
-        Err(e) => return ((StatusCode::BAD_GATEWAY, format!("chaos: upstream: {e}")).into_response(), 502, None),
+        Err(e) => {
+            return ((StatusCode::BAD_GATEWAY, format!("chaos: upstream: {e}")).into_response(), 502, Bytes::new())
+        }
     };
     let status = answer.status();
     let mut response_headers = HeaderMap::new();
@@ -347,13 +396,15 @@ async fn forward(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: Bytes) -
     }
     let bytes = match answer.bytes().await {
         Ok(bytes) => bytes,
-        Err(e) => return ((StatusCode::BAD_GATEWAY, format!("chaos: upstream body: {e}")).into_response(), 502, None),
+        Err(e) => {
+            let response = (StatusCode::BAD_GATEWAY, format!("chaos: upstream body: {e}")).into_response();
+            return (response, 502, Bytes::new());
+        }
     };
-    let json = serde_json::from_slice(&bytes).ok();
-    let mut response = Response::new(Body::from(bytes));
+    let mut response = Response::new(Body::from(bytes.clone()));
     *response.status_mut() = status;
     *response.headers_mut() = response_headers;
-    (response, status.as_u16(), json)
+    (response, status.as_u16(), bytes)
 }
 
 #[cfg(test)]
@@ -369,6 +420,7 @@ mod tests {
             garbage: 0.05,
             truncated_body: 0.05,
             truncated_sse: 0.05,
+            stalled_answer: 0.0,
         };
         let key = request_key("/v1/chat/completions", b"{}");
         let draws: Vec<_> = (0..2000).map(|n| fault_for(7, &rates, &key, n)).collect();

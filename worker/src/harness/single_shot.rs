@@ -1,5 +1,7 @@
 //! `single-shot`: one model call over the task's context, as SWE-PRBench evaluates models.
-//! The call is made by the worker itself, so the provider key stays in trusted code.
+//! The call is made by the worker itself, so the provider key stays in trusted code, and streamed
+//! (`ModelClient::complete_until`), so that a time limit tells the provider's hang from the
+//! model's slowness.
 
 use lightsout_core::model::{ChatRequest, Completion, DeadlineError, Endpoint, ModelClient};
 use lightsout_core::prompts::REVIEWER_SYSTEM;

@@ -11,8 +11,6 @@
 //! `/v1/messages` (Anthropic) are metered; other `/v1/...` paths (e.g. `/v1/models`) are
 //! passed through and recorded without usage.
 
-mod sse;
-
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,12 +28,10 @@ use axum::Router;
 use futures::stream::{BoxStream, Stream, StreamExt};
 use lightsout_core::api::ApiKind;
 use lightsout_core::exchange::{Exchange, ExchangeBody};
-use lightsout_core::model::{usage_of, Endpoint, Usage, DEFAULT_STALL_TIMEOUT};
+use lightsout_core::model::{usage_of, Endpoint, StreamedAnswer, Usage};
 use lightsout_core::pricing::PricingTable;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
-
-pub use sse::UsageTracker;
 
 /// One trial's proxy settings.
 #[derive(Debug, Clone)]
@@ -52,6 +48,10 @@ pub struct ProxyConfig {
     pub log_path: Option<PathBuf>,
     /// Also listen on this Unix socket: the way in from a sandboxed agent's network namespace.
     pub unix_socket: Option<PathBuf>,
+    /// A provider that sends nothing for this long (no byte of its answer, headers included) is
+    /// hanging: the call fails, a 502 to the agent recorded as the provider's failure. The same
+    /// setting as the single-shot harness's model client (`DEFAULT_STALL_TIMEOUT` by default).
+    pub stall_timeout: Duration,
 }
 
 /// What a trial's model calls have cost so far.
@@ -71,7 +71,7 @@ pub struct Totals {
     /// numbers say nothing about a real model.
     pub scripted_answers: u32,
     /// Forwarded calls the provider failed: answered 429 or 5xx, could not be reached, stalled
-    /// (nothing for [`DEFAULT_STALL_TIMEOUT`]) or broke off its answer.
+    /// (nothing for [`ProxyConfig::stall_timeout`]) or broke off its answer.
     pub provider_failures: u32,
     /// The last forwarded call to finish was such a failure: the provider was failing when the
     /// agent stopped (a time limit then is not the model's doing).
@@ -197,9 +197,8 @@ impl MeteringProxy {
         };
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
-            // A provider that sends nothing for this long is hanging: the call fails (a 502 to
-            // the agent, recorded as the provider's failure) rather than holding the agent.
-            .read_timeout(DEFAULT_STALL_TIMEOUT)
+            // A hanging provider fails the call rather than holding the agent.
+            .read_timeout(config.stall_timeout)
             .pool_idle_timeout(Duration::from_secs(60))
             .build()
             .map_err(std::io::Error::other)?;
@@ -450,7 +449,7 @@ async fn forward(
         };
         let metered = MeteredStream {
             inner: answer.bytes_stream().boxed(),
-            tracker: api.map(UsageTracker::new),
+            tracker: api.map(StreamedAnswer::new),
             raw: Vec::new(),
             pending: Some(pending),
         };
@@ -493,7 +492,7 @@ struct Pending {
 /// is recorded when the stream ends, breaks, or the agent hangs up.
 struct MeteredStream {
     inner: BoxStream<'static, reqwest::Result<Bytes>>,
-    tracker: Option<UsageTracker>,
+    tracker: Option<StreamedAnswer>,
     raw: Vec<u8>,
     pending: Option<Pending>,
 }
@@ -501,7 +500,7 @@ struct MeteredStream {
 impl MeteredStream {
     fn finish(&mut self, error: Option<String>) {
         let Some(Pending { shared, mut exchange }) = self.pending.take() else { return };
-        let usage = self.tracker.take().and_then(UsageTracker::finish).unwrap_or_default();
+        let usage = self.tracker.take().and_then(StreamedAnswer::finish_usage).unwrap_or_default();
         let mut raw = String::from_utf8_lossy(&std::mem::take(&mut self.raw)).into_owned();
         if let Some(error) = error {
             raw.push_str(&format!("\n{STREAM_BROKE_OFF} {error}]\n"));
