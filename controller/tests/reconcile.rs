@@ -228,7 +228,7 @@ async fn an_agent_failure_is_the_trials_result_and_is_not_retried() {
     let cluster = Cluster::start().await;
     cluster.reconcile().await;
     let first = cluster.jobs().await;
-    let summary = cluster.run_pod(&first[0], PodEnd::AgentTimesOut).await.unwrap();
+    let summary = cluster.run_pod(&first[0], PodEnd::AgentOverBudget).await.unwrap();
     assert!(summary.outcome.is_scored() && summary.outcome.as_str() != "ok", "{:?}", summary.outcome);
     cluster.advance(3600);
     cluster.reconcile().await;

@@ -112,8 +112,9 @@ pub fn large_diff_dataset() -> String {
 pub enum PodEnd {
     /// The worker runs the trial for real (single-shot against the scripted model) and exits 0.
     Worker,
-    /// The worker runs with a 1 ms time limit: an agent outcome (timed out), exit 0.
-    AgentTimesOut,
+    /// The worker runs with a trial token limit of 1, which the answer passes: an agent outcome
+    /// (budget exceeded), exit 0.
+    AgentOverBudget,
     /// The node evicts the pod before it finishes.
     Evicted,
     /// The kubelet evicts the pod because the agent wrote past its `scratch` emptyDir's limit.
@@ -292,7 +293,7 @@ impl Cluster {
         let pod_job = PodJob::parse(&text).unwrap();
         let at = self.now();
         let (job_status, pod_status, summary) = match end {
-            PodEnd::Worker | PodEnd::AgentTimesOut => {
+            PodEnd::Worker | PodEnd::AgentOverBudget => {
                 let trial = TrialJob {
                     run: pod_job.run.clone(),
                     variant: pod_job.variant.clone(),
@@ -302,10 +303,8 @@ impl Cluster {
                     attempt: pod_job.attempt,
                     prompt: pod_job.prompt.clone(),
                     endpoint: pod_job.endpoint(MODEL_KEY.into()),
-                    // A limit already past: a 1 ms one raced the loopback model server, which can answer
-                    // first.
-                    timeout: if end == PodEnd::AgentTimesOut { Duration::ZERO } else { pod_job.timeout() },
-                    max_tokens: pod_job.max_tokens,
+                    timeout: pod_job.timeout(),
+                    max_tokens: if end == PodEnd::AgentOverBudget { Some(1) } else { pod_job.max_tokens },
                     max_usd: pod_job.max_usd,
                     agent: None,
                 };
