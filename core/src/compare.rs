@@ -292,6 +292,7 @@ pub async fn load_run<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<Co
             earlier_attempts: state.earlier_spend(trial_id, result.as_ref().map(|r| r.attempt)),
             variant,
             task: identity.task_id.clone(),
+            context_config: identity.context_config,
             repeat: identity.repeat,
             track: None,
             difficulty: None,
@@ -470,7 +471,7 @@ fn hit_samples<'a>(records: &[&'a TrialRecord], ks: &[u32]) -> Vec<Sample<&'a st
                 _ => vec![false; ks.len()],
             };
             let value = hits.into_iter().map(|hit: bool| f64::from(u8::from(hit))).collect();
-            Some(Sample { task: r.task.as_str(), repeat: r.repeat, value })
+            Some(Sample { task: r.task.as_str(), repeat: r.pairing_index(), value })
         })
         .collect()
 }
@@ -487,7 +488,7 @@ fn composite_samples<'a>(records: &[&'a TrialRecord]) -> Vec<Sample<&'a str, f64
                 (Outcome::Ok, _) => return None,
                 _ => 0.0,
             };
-            Some(Sample { task: r.task.as_str(), repeat: r.repeat, value: composite })
+            Some(Sample { task: r.task.as_str(), repeat: r.pairing_index(), value: composite })
         })
         .collect()
 }
@@ -760,6 +761,7 @@ mod tests {
                         earlier_attempts: None,
                         variant: v as u32,
                         task: format!("task-{task:02}"),
+                        context_config: None,
                         repeat: repeat as u32,
                         track: None,
                         difficulty: None,

@@ -298,6 +298,7 @@ impl Cluster {
                     variant: pod_job.variant.clone(),
                     task: pod_job.task.clone(),
                     trial_id: pod_job.trial_id.clone(),
+                    context_config: pod_job.context_config,
                     repeat: pod_job.repeat,
                     attempt: pod_job.attempt,
                     prompt: pod_job.prompt.clone(),
