@@ -286,6 +286,96 @@ spec:
         assert!(with_history.trials.windows(2).all(|w| w[0].expected_ms >= w[1].expected_ms));
     }
 
+    const SWE_RUN: &str = r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {name: demo}
+spec:
+  dataset: {format: swe-prbench, source: "file://x.jsonl"}
+  agent: {harness: {name: single-shot, version: "1.0.0"}}
+  matrix:
+    models: [{name: a, provider: p}, {name: b, provider: p}]
+    contextConfigs: [config_A, config_B, config_C]
+    repeats: 2
+  providers: {p: {baseUrl: "http://localhost", apiKind: openai-chat}}
+  storage: {results: "file://r"}
+"#;
+
+    fn swe_plan(text: &str, tasks: &[Task]) -> (EvaluationRunSpec, Plan) {
+        let spec = parse_run(text, "run").unwrap().spec;
+        let plan = plan(&spec, tasks, |_, _| None);
+        (spec, plan)
+    }
+
+    #[test]
+    fn the_context_axis_multiplies_the_trials_not_the_variants() {
+        let tasks = vec![task("t1", 10), task("t2", 20), task("t3", 30)];
+        let (spec, plan) = swe_plan(SWE_RUN, &tasks);
+        assert_eq!(plan.variants.len(), 2, "a configuration is not a variant");
+        assert_eq!(plan.trials.len(), 2 * 3 * 3 * 2);
+        let unique: std::collections::HashSet<_> = plan.trials.iter().map(|t| &t.id).collect();
+        assert_eq!(unique.len(), plan.trials.len());
+        for context in [ContextConfig::ConfigA, ContextConfig::ConfigB, ContextConfig::ConfigC] {
+            let of_context: Vec<_> = plan.trials.iter().filter(|t| t.context == Some(context)).collect();
+            assert_eq!(of_context.len(), 2 * 3 * 2, "{context:?}");
+            assert!(of_context.iter().all(|t| t.context_config(&spec) == Some(context)));
+        }
+    }
+
+    #[test]
+    fn a_trial_of_the_context_axis_has_its_configuration_in_its_identity() {
+        let tasks = vec![task("t1", 10), task("t2", 20)];
+        let (_, with_axis) = swe_plan(SWE_RUN, &tasks);
+        let trial = with_axis.trials.iter().find(|t| t.context == Some(ContextConfig::ConfigB)).unwrap();
+        let variant = &with_axis.variants[trial.variant as usize];
+        let task_id = &tasks[trial.task as usize].id;
+        assert_eq!(trial.id, trial_id_in_context(&variant.id, task_id, Some(ContextConfig::ConfigB), trial.repeat));
+        assert_ne!(trial.id, trial_id(&variant.id, task_id, trial.repeat), "the configuration changes the identity");
+        // Stable: the same spec planned again, over the tasks in another order, gives the same ids.
+        let (_, again) = swe_plan(SWE_RUN, &[task("t2", 20), task("t1", 10)]);
+        let ids = |plan: &Plan| plan.trials.iter().map(|t| t.id.clone()).collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(ids(&with_axis), ids(&again));
+        // Dropping a configuration keeps the other configurations' trials.
+        let (_, fewer) = swe_plan(&SWE_RUN.replace("config_A, config_B, config_C", "config_C, config_B"), &tasks);
+        assert!(ids(&fewer).is_subset(&ids(&with_axis)));
+        assert_eq!(fewer.trials.len(), with_axis.trials.len() / 3 * 2);
+    }
+
+    #[test]
+    fn without_the_axis_identities_are_the_three_field_hash_even_with_agent_context_config() {
+        let tasks = vec![task("t1", 10)];
+        let single = SWE_RUN.replace("    contextConfigs: [config_A, config_B, config_C]\n", "").replace(
+            "version: \"1.0.0\"}}",
+            "version: \"1.0.0\"}, contextConfig: config_B}",
+        );
+        let (spec, plan) = swe_plan(&single, &tasks);
+        assert_eq!(plan.trials.len(), 2 * 2);
+        for trial in &plan.trials {
+            let variant = &plan.variants[trial.variant as usize];
+            assert_eq!(trial.id, trial_id(&variant.id, "t1", trial.repeat));
+            assert_eq!(trial.context, None);
+            assert_eq!(trial.context_config(&spec), Some(ContextConfig::ConfigB), "agent.contextConfig applies");
+        }
+        // The identity of a trial without the axis, as stored results hold it.
+        assert_eq!(trial_id("v", "t", 0), short_hash_fields(&["v", "t", "0"]));
+        assert_eq!(trial_id_in_context("v", "t", None, 0), trial_id("v", "t", 0));
+    }
+
+    #[test]
+    fn past_durations_are_per_configuration_and_the_axis_is_estimated_by_its_render() {
+        let mut t = task("t1", 10);
+        t.contexts.insert(ContextConfig::ConfigA, "a".repeat(100));
+        t.contexts.insert(ContextConfig::ConfigC, "c".repeat(100_000));
+        let tasks = vec![t];
+        let (_, by_size) = swe_plan(SWE_RUN, &tasks);
+        assert_eq!(by_size.trials[0].context, Some(ContextConfig::ConfigC), "the biggest render runs first");
+        let a_key = duration_key("t1", Some(ContextConfig::ConfigA));
+        assert_ne!(a_key, duration_key("t1", None));
+        let spec = parse_run(SWE_RUN, "run").unwrap().spec;
+        let with_history = plan(&spec, &tasks, |_, key| (key == a_key).then_some(100_000_000));
+        assert_eq!(with_history.trials[0].context, Some(ContextConfig::ConfigA), "history wins");
+    }
+
     #[test]
     fn a_repeated_axis_value_is_one_variant() {
         let spec = parse_run(&RUN.replace("[low, high]", "[low, low]"), "run").unwrap().spec;
