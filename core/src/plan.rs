@@ -179,16 +179,13 @@ pub fn plan(spec: &EvaluationRunSpec, tasks: &[Task], past_ms: impl Fn(&str, &st
     let variants = variants(spec);
     let contexts = context_axis(spec);
     let repeats = spec.matrix.repeats.max(1) as u32;
-    let estimates: Vec<Vec<u64>> = tasks
-        .iter()
-        .map(|task| contexts.iter().map(|c| estimate_in_context_ms(task, *c)).collect())
-        .collect();
+    let estimates: Vec<Vec<u64>> =
+        tasks.iter().map(|task| contexts.iter().map(|c| estimate_in_context_ms(task, *c)).collect()).collect();
     let mut trials = Vec::with_capacity(variants.len() * tasks.len() * contexts.len() * repeats as usize);
     for (vi, variant) in variants.iter().enumerate() {
         for (ti, task) in tasks.iter().enumerate() {
             for (ci, &context) in contexts.iter().enumerate() {
-                let expected_ms =
-                    past_ms(&variant.id, &duration_key(&task.id, context)).unwrap_or(estimates[ti][ci]);
+                let expected_ms = past_ms(&variant.id, &duration_key(&task.id, context)).unwrap_or(estimates[ti][ci]);
                 for repeat in 0..repeats {
                     trials.push(PlannedTrial {
                         id: trial_id_in_context(&variant.id, &task.id, context, repeat),
@@ -344,10 +341,9 @@ spec:
     #[test]
     fn without_the_axis_identities_are_the_three_field_hash_even_with_agent_context_config() {
         let tasks = vec![task("t1", 10)];
-        let single = SWE_RUN.replace("    contextConfigs: [config_A, config_B, config_C]\n", "").replace(
-            "version: \"1.0.0\"}}",
-            "version: \"1.0.0\"}, contextConfig: config_B}",
-        );
+        let single = SWE_RUN
+            .replace("    contextConfigs: [config_A, config_B, config_C]\n", "")
+            .replace("version: \"1.0.0\"}}", "version: \"1.0.0\"}, contextConfig: config_B}");
         let (spec, plan) = swe_plan(&single, &tasks);
         assert_eq!(plan.trials.len(), 2 * 2);
         for trial in &plan.trials {

@@ -167,10 +167,16 @@ impl Verdicts {
 /// Scores finished trials under one protocol.
 #[derive(Debug, Clone)]
 pub enum Scorer {
-    CrBugBench { panel: Panel, k_max: u32 },
+    CrBugBench {
+        panel: Panel,
+        k_max: u32,
+    },
     /// `context_config`: the run's `agent.contextConfig`, the configuration of every trial
     /// unless it has one of the `matrix.contextConfigs` axis ([`Scorer::score_in_context`]).
-    SwePrBench { scorer: Box<SwePrBenchScorer>, context_config: Option<ContextConfig> },
+    SwePrBench {
+        scorer: Box<SwePrBenchScorer>,
+        context_config: Option<ContextConfig>,
+    },
 }
 
 impl Scorer {
