@@ -542,7 +542,7 @@ async fn judging_missing_votes_again_meters_only_the_new_calls() {
 #[tokio::test]
 async fn the_context_axis_runs_each_configuration_as_its_own_trial_and_scores_it_so() {
     use lightsout_core::api::{ContextConfig, DatasetFormat, PromptPreset, PromptRef};
-    let cluster = Cluster::start_with(|run| {
+    let mut cluster = Cluster::start_with(|run| {
         let spec = &mut run.spec;
         spec.dataset.format = DatasetFormat::SwePrBench;
         spec.dataset.source =
@@ -556,9 +556,11 @@ async fn the_context_axis_runs_each_configuration_as_its_own_trial_and_scores_it
         spec.parallelism = 3;
     })
     .await;
+    // SWE-PRBench tasks name no image.
+    cluster.set_default_task_image("python:3.12-slim");
     cluster.reconcile().await;
     let jobs = cluster.jobs().await;
-    assert_eq!(jobs.len(), 3, "one task, one variant, three configurations");
+    assert_eq!(jobs.len(), 3, "one task, one variant, three configurations: {:?}", cluster.run().await.status);
     let mut contexts = Vec::new();
     for job in &jobs {
         let template = job.spec.as_ref().unwrap().template.metadata.as_ref().unwrap();

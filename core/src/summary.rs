@@ -720,6 +720,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn trials_of_a_task_pair_by_repeat_and_context_configuration() {
+        let record = |context_config, repeat| TrialRecord {
+            variant: 0,
+            task: "t".into(),
+            context_config,
+            repeat,
+            track: None,
+            difficulty: None,
+            language: None,
+            truth_items: 1,
+            result: None,
+            verdicts: None,
+            earlier_attempts: None,
+        };
+        assert_eq!(record(None, 7).pairing_index(), 7, "without the axis, the repeat");
+        let configs = [None, Some(ContextConfig::ConfigA), Some(ContextConfig::ConfigB), Some(ContextConfig::ConfigC)];
+        let indices: std::collections::HashSet<u32> =
+            configs.iter().flat_map(|c| (0..100).map(|r| record(*c, r).pairing_index())).collect();
+        assert_eq!(indices.len(), 4 * 100, "no two (configuration, repeat) share an index");
+    }
+
+    #[test]
     fn nearest_rank_quantiles() {
         let mut v: Vec<u64> = (1..=100).collect();
         assert_eq!(quantiles(&mut v), Some(Quantiles { p50: 50, p95: 95 }));
