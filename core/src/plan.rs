@@ -108,10 +108,10 @@ pub fn trial_id_in_context(variant_id: &str, task_id: &str, context: Option<Cont
 
 /// What past durations are kept and looked up by, besides the variant: the task, and the
 /// configuration of the axis when the trial has one (config C shows far more than config A).
-pub fn duration_key(task_id: &str, context: Option<ContextConfig>) -> String {
+pub fn duration_key(task_id: &str, context: Option<ContextConfig>) -> std::borrow::Cow<'_, str> {
     match context {
-        None => task_id.to_string(),
-        Some(context) => format!("{task_id}\u{0}{}", context.as_str()),
+        None => task_id.into(),
+        Some(context) => format!("{task_id}\u{0}{}", context.as_str()).into(),
     }
 }
 

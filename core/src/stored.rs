@@ -192,7 +192,7 @@ impl StoredRun {
     pub fn insert_result(&mut self, result: &TrialResult) {
         if result.outcome.is_scored() {
             let key = crate::plan::duration_key(&result.task_id, result.context_config);
-            let entry = self.durations.entry((result.variant_id.clone(), key)).or_default();
+            let entry = self.durations.entry((result.variant_id.clone(), key.into_owned())).or_default();
             entry.0 += result.duration_ms;
             entry.1 += 1;
         }
