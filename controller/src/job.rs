@@ -438,6 +438,7 @@ pub fn build_trial(input: &TrialInput, settings: &TrialSettings) -> Result<Trial
         variant_id: &input.variant.id,
         trial_id: input.trial_id,
         task_id: &input.task.id,
+        context: input.context,
         attempt: input.attempt,
     };
     let trial_labels = labels::trial_labels(&identity);

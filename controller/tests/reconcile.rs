@@ -569,6 +569,7 @@ async fn the_context_axis_runs_each_configuration_as_its_own_trial_and_scores_it
         )
         .unwrap();
         let context = pod_job.context_config.expect("the job file names the trial's configuration");
+        assert_eq!(label(job, labels::CONTEXT_CONFIG), context.as_str());
         assert_eq!(pod_job.prompt.contains("## Related files (unchanged)"), context == ContextConfig::ConfigC);
         let expected = lightsout_core::plan::trial_id_in_context(&pod_job.variant.id, "pyledger-001", Some(context), 0);
         assert_eq!(pod_job.trial_id, expected);
