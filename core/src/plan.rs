@@ -2,9 +2,10 @@
 //! identities, longest first.
 //!
 //! A variant is one combination of the matrix axes (model, reasoning effort, harness, prompt).
-//! A trial's identity hashes (variant, task, repeat) and nothing else — not its position, not
-//! the time, not the attempt — so re-planning the same spec always finds the same trials and a
-//! resumed or restarted run never duplicates or loses one (invariant 4).
+//! A trial's identity hashes (variant, task, repeat) — and its context configuration on that
+//! axis, see below — and nothing else: not its position, not the time, not the attempt. So
+//! re-planning the same spec always finds the same trials and a resumed or restarted run never
+//! duplicates or loses one (invariant 4).
 //!
 //! **Context configurations** (`matrix.contextConfigs`, SWE-PRBench) are an axis of the *trial*,
 //! not of the variant: a trial is (variant, task in one configuration, repeat), and the
