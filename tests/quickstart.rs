@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+
 use lightsout_core::scoring::Verdicts;
 use serde_json::Value;
 
@@ -124,7 +126,7 @@ fn results_uri(dir: &tempfile::TempDir) -> String {
 }
 
 #[test]
-fn the_swe_prbench_example_runs_with_json_findings_and_context() {
+fn the_swe_prbench_example_runs_every_context_configuration_with_json_findings() {
     let dir = tempfile::tempdir().unwrap();
     let output =
         common::lightsout(&["run", "-f", "manifests/examples/swe-prbench.yaml", "--results", &results_uri(&dir)]);
@@ -132,20 +134,43 @@ fn the_swe_prbench_example_runs_with_json_findings_and_context() {
     let run_dir = dir.path().join("runs/swe-prbench-sample");
     let summary: Value = serde_json::from_slice(&std::fs::read(run_dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["dataset"]["format"], "swe-prbench");
-    assert_eq!(summary["trials"]["planned"], 40, "2 models × 10 tasks × 2 repeats");
-    assert_eq!(summary["trials"]["ok"], 40);
+    assert_eq!(summary["trials"]["planned"], 120, "2 models × 10 tasks × 3 context configurations × 2 repeats");
+    assert_eq!(summary["trials"]["ok"], 120);
+    assert_eq!(summary["variants"].as_array().unwrap().len(), 2, "a configuration is not a variant");
     for v in summary["variants"].as_array().unwrap() {
-        assert_eq!(v["scored"], 20, "{v}");
+        assert_eq!(v["scored"], 60, "{v}");
         assert!(v["recall"]["5"].as_f64().unwrap() > 0.0, "{v}");
         assert!(v["recall_by_track"].as_object().unwrap().is_empty(), "SWE-PRBench tasks have no track");
     }
-    // The agent was given the config_B render (the changed files' full content), asked for JSON,
-    // and its JSON answer was parsed as such.
+    // Each trial's agent was given its configuration's render, asked for JSON, and its JSON answer
+    // was parsed as such; its result and its verdicts name the configuration.
     let files = common::files_under(&run_dir);
-    let prompt = files.iter().find(|f| f.ends_with("prompt.txt")).unwrap();
-    let prompt = std::fs::read_to_string(run_dir.join(prompt)).unwrap();
-    assert!(prompt.contains("Return a JSON array"), "{prompt}");
-    assert!(prompt.contains("## Changed files, after this PR"), "config_B context missing:\n{prompt}");
+    let mut prompts_by_context: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for result in files.iter().filter(|f| f.ends_with("result.json")) {
+        let result: Value = serde_json::from_slice(&std::fs::read(run_dir.join(result)).unwrap()).unwrap();
+        let context = result["context_config"].as_str().unwrap_or_else(|| panic!("no context_config: {result}"));
+        let attempt_dir = run_dir.join(format!(
+            "{}/{}/attempt-{}",
+            result["variant_id"].as_str().unwrap(),
+            result["trial_id"].as_str().unwrap(),
+            result["attempt"]
+        ));
+        let prompt = std::fs::read_to_string(attempt_dir.join("prompt.txt")).unwrap();
+        let verdicts: Value =
+            serde_json::from_slice(&std::fs::read(attempt_dir.join("verdicts.json")).unwrap()).unwrap();
+        assert_eq!(verdicts["context_config"], context, "{verdicts}");
+        prompts_by_context.entry(context.to_string()).or_default().push(prompt);
+    }
+    assert_eq!(prompts_by_context.keys().collect::<Vec<_>>(), ["config_A", "config_B", "config_C"]);
+    for (context, prompts) in &prompts_by_context {
+        assert_eq!(prompts.len(), 40, "{context}");
+        for prompt in prompts {
+            assert!(prompt.contains("Return a JSON array"), "{prompt}");
+            let changed = prompt.contains("## Changed files, after this PR");
+            let related = prompt.contains("## Related files (unchanged)");
+            assert_eq!((changed, related), (context != "config_A", context == "config_C"), "{context}:\n{prompt}");
+        }
+    }
     let findings = files.iter().find(|f| f.ends_with("findings.json")).unwrap();
     let findings: Value = serde_json::from_slice(&std::fs::read(run_dir.join(findings)).unwrap()).unwrap();
     assert_eq!(findings["format"], "json");
@@ -157,12 +182,18 @@ fn the_swe_prbench_example_runs_with_json_findings_and_context() {
     for v in summary["variants"].as_array().unwrap() {
         let swe = &v["swe_prbench"];
         assert_eq!(swe["similarity"], serde_json::json!(["embeddings"]), "{swe}");
-        assert_eq!(swe["overall"]["prs"], 20, "{swe}");
+        assert_eq!(swe["overall"]["prs"], 60, "{swe}");
         let composite = swe["overall"]["composite"].as_f64().unwrap();
         assert!(composite > 0.0 && composite <= 1.0, "{swe}");
         let interval = &swe["composite_interval"];
         assert!(interval["low"].as_f64().unwrap() <= composite && composite <= interval["high"].as_f64().unwrap());
-        assert!(swe["by_context"]["config_B"]["prs"] == 20, "{swe}");
+        // The benchmark's per-configuration table: every PR in each configuration.
+        let by_context = swe["by_context"].as_object().unwrap();
+        assert_eq!(by_context.keys().collect::<Vec<_>>(), ["config_A", "config_B", "config_C"], "{swe}");
+        for (context, scores) in by_context {
+            assert_eq!(scores["prs"], 20, "{context}: 10 PRs × 2 repeats: {swe}");
+            assert!(scores["composite"].as_f64().is_some(), "{context}: {swe}");
+        }
         assert!(swe["by_difficulty"].as_object().unwrap().len() >= 2, "{swe}");
         assert!(v.get("judge_agreement").is_none(), "one judge, no agreement: {v}");
     }

@@ -28,8 +28,12 @@ pub fn validate(file: &Path) -> anyhow::Result<()> {
     let tasks = dataset::select_for_run(loaded.tasks, &spec.dataset)?;
     let tasks: Vec<_> = tasks.into_iter().map(|t| t.task).collect();
     let plan = plan::plan(spec, &tasks, |_, _| None);
+    let contexts = match &spec.matrix.context_configs {
+        Some(_) => format!(" × {} context configurations", plan::context_axis(spec).len()),
+        None => String::new(),
+    };
     let mut text = format!(
-        "{} is valid: {} variants × {} tasks × {} repeats = {} trials\n",
+        "{} is valid: {} variants × {} tasks{contexts} × {} repeats = {} trials\n",
         file.display(),
         plan.variants.len(),
         tasks.len(),

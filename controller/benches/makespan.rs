@@ -74,6 +74,7 @@ impl Workload {
                 id: format!("trial-{i:06}"),
                 variant: 0,
                 task: i as u32,
+                context: None,
                 repeat: 0,
                 expected_ms,
             })

@@ -198,6 +198,7 @@ async fn finish_trial(store: &Results, job: &Job, minutes: f64) -> (String, Stri
         variant_id: pod_job.variant.id.clone(),
         variant: pod_job.variant.name.clone(),
         trial_id: pod_job.trial_id.clone(),
+        context_config: pod_job.context_config,
         task_id: pod_job.task.id.clone(),
         repeat: pod_job.repeat,
         attempt: pod_job.attempt,

@@ -90,7 +90,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use lightsout_core::api::{EvaluationRun, EvaluationRunSpec, HarnessName, HarnessRef};
+use lightsout_core::api::{ContextConfig, EvaluationRun, HarnessName, HarnessRef};
 use lightsout_core::dataset::Task;
 use lightsout_core::plan::Variant;
 use lightsout_core::pod_job::{PodJob, ProviderEndpoint};
@@ -264,12 +264,14 @@ pub fn job_name(run: &str, trial_id: &str, attempt: u32) -> String {
     format!("{prefix}{suffix}")
 }
 
-/// The prompt of a trial: the agentic prompt for agentic harnesses, the single-shot one otherwise.
-pub fn prompt_for(spec: &EvaluationRunSpec, variant: &Variant, task: &Task) -> String {
+/// The prompt of a trial that shows the task in context configuration `context` (see
+/// [`lightsout_core::plan::PlannedTrial::context_config`]): the agentic prompt for agentic harnesses, the single-shot
+/// one otherwise.
+pub fn prompt_for(variant: &Variant, task: &Task, context: Option<ContextConfig>) -> String {
     if variant.harness.name == HarnessName::SingleShot {
-        lightsout_core::prompts::review_prompt(&variant.prompt, task, spec.agent.context_config)
+        lightsout_core::prompts::review_prompt(&variant.prompt, task, context)
     } else {
-        lightsout_core::prompts::agentic_review_prompt(&variant.prompt, task, spec.agent.context_config)
+        lightsout_core::prompts::agentic_review_prompt(&variant.prompt, task, context)
     }
 }
 
@@ -297,6 +299,8 @@ pub struct TrialInput<'a> {
     pub variant: &'a Variant,
     pub task: &'a Task,
     pub trial_id: &'a str,
+    /// The trial's configuration of the `matrix.contextConfigs` axis ([`lightsout_core::plan::PlannedTrial::context`]).
+    pub context: Option<ContextConfig>,
     pub repeat: u32,
     /// 1-based, as [`crate::schedule::Start::attempt`].
     pub attempt: u32,
@@ -327,6 +331,7 @@ pub fn pod_job(input: &TrialInput, settings: &TrialSettings) -> Result<PodJob, J
         variant: input.variant.clone(),
         task: input.task.clone(),
         trial_id: input.trial_id.to_string(),
+        context_config: input.context,
         repeat: input.repeat,
         attempt: input.attempt,
         prompt: input.prompt.to_string(),
@@ -434,6 +439,7 @@ pub fn build_trial(input: &TrialInput, settings: &TrialSettings) -> Result<Trial
         variant_id: &input.variant.id,
         trial_id: input.trial_id,
         task_id: &input.task.id,
+        context: input.context,
         attempt: input.attempt,
     };
     let trial_labels = labels::trial_labels(&identity);
@@ -708,10 +714,18 @@ spec:
             .into_iter()
             .find(|v| v.model.name == model && v.harness.name == harness)
             .expect("variant");
-        let prompt = prompt_for(&run.spec, &variant, task);
+        let prompt = prompt_for(&variant, task, run.spec.agent.context_config);
         let trial_id = lightsout_core::plan::trial_id(&variant.id, &task.id, 0);
-        let input =
-            TrialInput { run, variant: &variant, task, trial_id: &trial_id, repeat: 0, attempt: 2, prompt: &prompt };
+        let input = TrialInput {
+            run,
+            variant: &variant,
+            task,
+            trial_id: &trial_id,
+            context: None,
+            repeat: 0,
+            attempt: 2,
+            prompt: &prompt,
+        };
         let objects = build_trial(&input, &settings()).unwrap();
         let yaml = serde_yaml::from_str(&serde_yaml::to_string(&objects.job).unwrap()).unwrap();
         (objects, yaml)
@@ -1029,7 +1043,7 @@ spec:
         assert_eq!(parsed.provider.api_key_env, "OPENAI_API_KEY");
         assert_eq!(parsed.s3.as_ref().unwrap().secret_name.as_deref(), Some("s3-creds"));
         let variant = variants(&run.spec).into_iter().find(|v| v.id == parsed.variant.id).unwrap();
-        assert_eq!(parsed.prompt, prompt_for(&run.spec, &variant, &t));
+        assert_eq!(parsed.prompt, prompt_for(&variant, &t, run.spec.agent.context_config));
         // The Job's own metadata does not repeat it.
         assert!(!objects.job.metadata.annotations.as_ref().unwrap().contains_key(JOB_ANNOTATION));
         let volume = template.spec.unwrap().volumes.unwrap().into_iter().find(|v| v.name == "job").unwrap();
@@ -1081,6 +1095,7 @@ spec:
             variant: &variant,
             task: &big,
             trial_id: "0123456789abcdef",
+            context: None,
             repeat: 0,
             attempt: 1,
             prompt: "review",
@@ -1110,6 +1125,7 @@ spec:
             variant: &variant,
             task: &no_image,
             trial_id: "0123456789abcdef",
+            context: None,
             repeat: 0,
             attempt: 1,
             prompt: "review",

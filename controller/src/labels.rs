@@ -8,6 +8,7 @@
 //! | `lightsout.dev/trial` | the trial id (16 hex digits) |
 //! | `lightsout.dev/task` | the task id as a label value (see [`label_value`]) |
 //! | `lightsout.dev/attempt` | the attempt number, 1-based |
+//! | `lightsout.dev/context-config` | the trial's `matrix.contextConfigs` value (`config_A`…); only on that axis |
 //! | `app.kubernetes.io/managed-by` | `lightsout` |
 //! | `app.kubernetes.io/component` | `trial` |
 //!
@@ -22,6 +23,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use lightsout_core::api::ContextConfig;
 use sha2::{Digest, Sha256};
 
 pub const RUN: &str = "lightsout.dev/run";
@@ -29,6 +31,7 @@ pub const VARIANT: &str = "lightsout.dev/variant";
 pub const TRIAL: &str = "lightsout.dev/trial";
 pub const TASK: &str = "lightsout.dev/task";
 pub const ATTEMPT: &str = "lightsout.dev/attempt";
+pub const CONTEXT_CONFIG: &str = "lightsout.dev/context-config";
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const COMPONENT: &str = "app.kubernetes.io/component";
 /// Annotation: the task id exactly as the dataset spells it.
@@ -69,12 +72,14 @@ pub struct AttemptIdentity<'a> {
     pub variant_id: &'a str,
     pub trial_id: &'a str,
     pub task_id: &'a str,
+    /// The trial's configuration of the `matrix.contextConfigs` axis.
+    pub context: Option<ContextConfig>,
     pub attempt: u32,
 }
 
 /// The labels of a trial attempt's Job, pod and ConfigMap.
 pub fn trial_labels(id: &AttemptIdentity) -> BTreeMap<String, String> {
-    BTreeMap::from([
+    let mut labels = BTreeMap::from([
         (RUN.to_string(), label_value(id.run)),
         (VARIANT.to_string(), label_value(id.variant_id)),
         (TRIAL.to_string(), label_value(id.trial_id)),
@@ -82,7 +87,11 @@ pub fn trial_labels(id: &AttemptIdentity) -> BTreeMap<String, String> {
         (ATTEMPT.to_string(), id.attempt.to_string()),
         (MANAGED_BY.to_string(), MANAGER.to_string()),
         (COMPONENT.to_string(), TRIAL_COMPONENT.to_string()),
-    ])
+    ]);
+    if let Some(context) = id.context {
+        labels.insert(CONTEXT_CONFIG.to_string(), context.as_str().to_string());
+    }
+    labels
 }
 
 /// The annotations of a trial attempt's Job and pod.
@@ -138,6 +147,7 @@ mod tests {
             variant_id: "0123456789abcdef",
             trial_id: "fedcba9876543210",
             task_id: "django/django#17000",
+            context: None,
             attempt: 3,
         };
         let labels = trial_labels(&id);
@@ -153,6 +163,10 @@ mod tests {
         assert_eq!(trial_annotations(&id)[TASK_ID_ANNOTATION], "django/django#17000");
         // The run selector matches every trial object of the run.
         assert!(run_match_labels("demo").iter().all(|(k, v)| labels.get(k) == Some(v)));
+        assert!(!labels.contains_key(CONTEXT_CONFIG), "only trials of the context axis name a configuration");
+        let in_context = trial_labels(&AttemptIdentity { context: Some(ContextConfig::ConfigC), ..id });
+        assert_eq!(in_context[CONTEXT_CONFIG], "config_C");
+        assert!(is_valid_label_value(&in_context[CONTEXT_CONFIG]));
     }
 
     #[test]

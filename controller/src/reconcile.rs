@@ -474,9 +474,17 @@ fn trial_objects(
     let planned = &prepared.plan.trials[trial];
     let variant = &prepared.plan.variants[planned.variant as usize];
     let task = &prepared.tasks[planned.task as usize].task;
-    let prompt = job::prompt_for(&run.spec, variant, task);
-    let input =
-        TrialInput { run, variant, task, trial_id: &planned.id, repeat: planned.repeat, attempt, prompt: &prompt };
+    let prompt = job::prompt_for(variant, task, planned.context_config(&run.spec));
+    let input = TrialInput {
+        run,
+        variant,
+        task,
+        trial_id: &planned.id,
+        context: planned.context,
+        repeat: planned.repeat,
+        attempt,
+        prompt: &prompt,
+    };
     job::build_trial(&input, &ctx.settings.trial)
 }
 
@@ -675,7 +683,10 @@ async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> (u
             Ok(None) => None,
             Err(e) => return Err(format!("{}: {e}", store.uri(&verdicts_key))),
         };
-        let verdicts = scorer.score(task, &review, previous.as_ref()).await.map_err(|e| e.to_string())?;
+        let verdicts = scorer
+            .score_in_context(task, trial.context, &review, previous.as_ref())
+            .await
+            .map_err(|e| e.to_string())?;
         let bytes = serde_json::to_vec_pretty(&verdicts).expect("verdicts serialise");
         store.put(&verdicts_key, &bytes).await.map_err(|e| format!("{}: {e}", store.uri(&verdicts_key)))?;
         Ok::<_, String>(Rejudged { verdicts, previous })

@@ -276,6 +276,7 @@ mod tests {
                 id: format!("trial-{i:03}"),
                 variant: (i % 2) as u32,
                 task: i as u32,
+                context: None,
                 repeat: 0,
                 expected_ms: secs * 1000,
             })

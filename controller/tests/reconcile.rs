@@ -535,3 +535,59 @@ async fn judging_missing_votes_again_meters_only_the_new_calls() {
     );
     assert_eq!(metric_sum(&metrics, "lightsout_judge_failures_total", &[]), (first_missing + failed) as f64);
 }
+
+/// `matrix.contextConfigs`: the controller plans every task in each configuration, gives each
+/// trial's pod the prompt of its configuration and its configuration in the job file, and scores
+/// each review in it: the summary's `by_context` has one row per configuration.
+#[tokio::test]
+async fn the_context_axis_runs_each_configuration_as_its_own_trial_and_scores_it_so() {
+    use lightsout_core::api::{ContextConfig, DatasetFormat, PromptPreset, PromptRef};
+    let mut cluster = Cluster::start_with(|run| {
+        let spec = &mut run.spec;
+        spec.dataset.format = DatasetFormat::SwePrBench;
+        spec.dataset.source =
+            concat!("file://", env!("CARGO_MANIFEST_DIR"), "/../datasets/sample/swe-prbench/tasks.jsonl").into();
+        spec.dataset.filter.ids = vec!["pyledger-001".into()];
+        spec.agent.prompt = PromptRef { preset: Some(PromptPreset::SwePrBench), inline: None };
+        spec.matrix.reasoning_efforts = None;
+        spec.matrix.context_configs =
+            Some(vec![ContextConfig::ConfigA, ContextConfig::ConfigB, ContextConfig::ConfigC]);
+        spec.judges.panel.truncate(1);
+        spec.parallelism = 3;
+    })
+    .await;
+    // SWE-PRBench tasks name no image.
+    cluster.set_default_task_image("python:3.12-slim");
+    cluster.reconcile().await;
+    let jobs = cluster.jobs().await;
+    assert_eq!(jobs.len(), 3, "one task, one variant, three configurations: {:?}", cluster.run().await.status);
+    let mut contexts = Vec::new();
+    for job in &jobs {
+        let template = job.spec.as_ref().unwrap().template.metadata.as_ref().unwrap();
+        let pod_job = lightsout_core::pod_job::PodJob::parse(
+            &template.annotations.as_ref().unwrap()[lightsout_controller::job::JOB_ANNOTATION],
+        )
+        .unwrap();
+        let context = pod_job.context_config.expect("the job file names the trial's configuration");
+        assert_eq!(label(job, labels::CONTEXT_CONFIG), context.as_str());
+        assert_eq!(pod_job.prompt.contains("## Related files (unchanged)"), context == ContextConfig::ConfigC);
+        let expected = lightsout_core::plan::trial_id_in_context(&pod_job.variant.id, "pyledger-001", Some(context), 0);
+        assert_eq!(pod_job.trial_id, expected);
+        contexts.push(context);
+    }
+    contexts.sort();
+    assert_eq!(contexts, [ContextConfig::ConfigA, ContextConfig::ConfigB, ContextConfig::ConfigC]);
+
+    let run = run_to_completion(&cluster, 5).await;
+    let status = run.status.unwrap();
+    assert_eq!((status.trials.total, status.trials.succeeded), (3, 3), "{:?}", status.trials);
+    let keys = cluster.keys();
+    let summary_key = keys.iter().find(|k| k.ends_with("runs/nightly/summary.json")).expect("summary.json");
+    let text = cluster
+        .moto
+        .python(&format!("print(s3.get_object(Bucket='results', Key='{summary_key}')['Body'].read().decode())"));
+    let summary: RunSummary = serde_json::from_str(&text).unwrap();
+    let swe = summary.variants[0].swe_prbench.as_ref().expect("SWE-PRBench scores");
+    let by_context: Vec<(&str, u32)> = swe.aggregate.by_context.iter().map(|(c, g)| (c.as_str(), g.prs)).collect();
+    assert_eq!(by_context, [("config_A", 1), ("config_B", 1), ("config_C", 1)]);
+}

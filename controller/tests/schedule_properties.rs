@@ -89,6 +89,7 @@ impl<'a> Sim<'a> {
                 id: format!("trial-{i:03}"),
                 variant: t.variant,
                 task: i as u32,
+                context: None,
                 repeat: 0,
                 expected_ms: t.expected_s * 1000,
             })

@@ -93,6 +93,7 @@ fn run(name: &str, planted_drop: f64) -> ComparedRun {
                     earlier_attempts: None,
                     variant: v as u32,
                     task: format!("task-{task:05}"),
+                    context_config: None,
                     repeat: repeat as u32,
                     track: None,
                     difficulty: None,

@@ -292,6 +292,7 @@ pub async fn load_run<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<Co
             earlier_attempts: state.earlier_spend(trial_id, result.as_ref().map(|r| r.attempt)),
             variant,
             task: identity.task_id.clone(),
+            context_config: identity.context_config,
             repeat: identity.repeat,
             track: None,
             difficulty: None,
@@ -470,7 +471,7 @@ fn hit_samples<'a>(records: &[&'a TrialRecord], ks: &[u32]) -> Vec<Sample<&'a st
                 _ => vec![false; ks.len()],
             };
             let value = hits.into_iter().map(|hit: bool| f64::from(u8::from(hit))).collect();
-            Some(Sample { task: r.task.as_str(), repeat: r.repeat, value })
+            Some(Sample { task: r.task.as_str(), repeat: r.pairing_index(), value })
         })
         .collect()
 }
@@ -487,7 +488,7 @@ fn composite_samples<'a>(records: &[&'a TrialRecord]) -> Vec<Sample<&'a str, f64
                 (Outcome::Ok, _) => return None,
                 _ => 0.0,
             };
-            Some(Sample { task: r.task.as_str(), repeat: r.repeat, value: composite })
+            Some(Sample { task: r.task.as_str(), repeat: r.pairing_index(), value: composite })
         })
         .collect()
 }
@@ -760,6 +761,7 @@ mod tests {
                         earlier_attempts: None,
                         variant: v as u32,
                         task: format!("task-{task:02}"),
+                        context_config: None,
                         repeat: repeat as u32,
                         track: None,
                         difficulty: None,
@@ -1055,7 +1057,16 @@ mod tests {
             .await;
         put(format!("runs/r/{}/t2/attempt-1/result.json", v.id), result("t2", "b", 1, "infra-failed")).await;
         put(format!("runs/r/{}/t3/attempt-1/result.json", v.id), result("t3", "c", 1, "ok")).await;
+        // t4: task a again, in a configuration of the context axis: a trial of its own.
+        let mut in_context = result("t4", "a", 1, "ok");
+        in_context["context_config"] = "config_B".into();
+        put(format!("runs/r/{}/t4/attempt-1/result.json", v.id), in_context).await;
         let loaded = load_run(&store, "r").await.unwrap();
+        let of_task_a: Vec<_> = loaded.records.iter().filter(|r| r.task == "a").collect();
+        assert_eq!(of_task_a.len(), 2);
+        let contexts: std::collections::BTreeSet<_> = of_task_a.iter().map(|r| r.context_config).collect();
+        assert_eq!(contexts, [None, Some(crate::api::ContextConfig::ConfigB)].into());
+        assert_ne!(of_task_a[0].pairing_index(), of_task_a[1].pairing_index(), "the two never pair as one");
         assert_eq!((loaded.name.as_str(), loaded.spec_hash.as_str()), ("r", "h"));
         assert_eq!(loaded.uri, format!("file://{}/runs/r", dir.path().display()));
         let mut records: Vec<(String, u32, Option<u32>)> = loaded
@@ -1070,6 +1081,9 @@ mod tests {
             })
             .collect();
         records.sort();
-        assert_eq!(records, vec![("a".to_string(), 2, Some(2)), ("c".to_string(), 1, None)]);
+        assert_eq!(
+            records,
+            vec![("a".to_string(), 1, None), ("a".to_string(), 2, Some(2)), ("c".to_string(), 1, None)]
+        );
     }
 }

@@ -1,13 +1,26 @@
-//! Trial planning: variants × tasks × repeats → trials with stable identities, longest first.
+//! Trial planning: variants × tasks × context configurations × repeats → trials with stable
+//! identities, longest first.
 //!
 //! A variant is one combination of the matrix axes (model, reasoning effort, harness, prompt).
-//! A trial's identity hashes (variant, task, repeat) and nothing else — not its position, not
-//! the time, not the attempt — so re-planning the same spec always finds the same trials and a
-//! resumed or restarted run never duplicates or loses one (invariant 4).
+//! A trial's identity hashes (variant, task, repeat) — and its context configuration on that
+//! axis, see below — and nothing else: not its position, not the time, not the attempt. So
+//! re-planning the same spec always finds the same trials and a resumed or restarted run never
+//! duplicates or loses one (invariant 4).
+//!
+//! **Context configurations** (`matrix.contextConfigs`, SWE-PRBench) are an axis of the *trial*,
+//! not of the variant: a trial is (variant, task in one configuration, repeat), and the
+//! configuration is a fourth field of its identity hash. The agent is the same under every
+//! configuration — only what it is shown of the task changes — so a variant's summary holds
+//! all its configurations and gives the benchmark's per-configuration table
+//! (`swe_prbench.by_context`), as the benchmark's harness reports one model over A, B and C;
+//! a variant per configuration would split that table over as many variants and multiply
+//! everything keyed by variant (names, harness installs, comparisons). Without the axis the hash
+//! has its three fields, exactly as before the axis existed, so stored results keep their ids;
+//! `agent.contextConfig` (one configuration for the whole run) is then not part of any identity.
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::{EvaluationRunSpec, HarnessRef, ModelRef, PromptRef, ReasoningEffort};
+use crate::api::{ContextConfig, EvaluationRunSpec, HarnessRef, ModelRef, PromptRef, ReasoningEffort};
 use crate::dataset::Task;
 use crate::hash::short_hash_fields;
 
@@ -79,9 +92,40 @@ pub fn variants(spec: &EvaluationRunSpec) -> Vec<Variant> {
     out
 }
 
-/// The stable identity of a trial.
+/// The stable identity of a trial of a run without `matrix.contextConfigs`.
 pub fn trial_id(variant_id: &str, task_id: &str, repeat: u32) -> String {
     short_hash_fields(&[variant_id, task_id, &repeat.to_string()])
+}
+
+/// The stable identity of a trial: [`trial_id`] without a configuration of the
+/// `matrix.contextConfigs` axis, and with one a hash of four fields, which never equals a
+/// three-field hash (the fields are length-prefixed).
+pub fn trial_id_in_context(variant_id: &str, task_id: &str, context: Option<ContextConfig>, repeat: u32) -> String {
+    match context {
+        None => trial_id(variant_id, task_id, repeat),
+        Some(context) => short_hash_fields(&[variant_id, task_id, &repeat.to_string(), context.as_str()]),
+    }
+}
+
+/// What past durations are kept and looked up by, besides the variant: the task, and the
+/// configuration of the axis when the trial has one (config C shows far more than config A).
+pub fn duration_key(task_id: &str, context: Option<ContextConfig>) -> std::borrow::Cow<'_, str> {
+    match context {
+        None => task_id.into(),
+        Some(context) => format!("{task_id}\u{0}{}", context.as_str()).into(),
+    }
+}
+
+/// The configurations of `matrix.contextConfigs` in the order listed, each once; `[None]`
+/// without the axis.
+pub fn context_axis(spec: &EvaluationRunSpec) -> Vec<Option<ContextConfig>> {
+    match &spec.matrix.context_configs {
+        Some(list) if !list.is_empty() => {
+            let mut seen = std::collections::HashSet::new();
+            list.iter().copied().filter(|c| seen.insert(*c)).map(Some).collect()
+        }
+        _ => vec![None],
+    }
 }
 
 /// One trial: indices into the plan's variants and the task list it was planned from.
@@ -90,9 +134,20 @@ pub struct PlannedTrial {
     pub id: String,
     pub variant: u32,
     pub task: u32,
+    /// Its configuration of the `matrix.contextConfigs` axis, part of its identity; `None`
+    /// without the axis. See [`PlannedTrial::context_config`] for the one the agent is given.
+    pub context: Option<ContextConfig>,
     pub repeat: u32,
     /// Expected duration in milliseconds; the plan runs the longest first.
     pub expected_ms: u64,
+}
+
+impl PlannedTrial {
+    /// The context configuration the trial's agent is given and its review is scored in: its
+    /// axis value, or the run's `agent.contextConfig` (the two are never both set).
+    pub fn context_config(&self, spec: &EvaluationRunSpec) -> Option<ContextConfig> {
+        self.context.or(spec.agent.context_config)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -108,24 +163,40 @@ pub fn estimate_ms(task: &Task) -> u64 {
     30_000 + task.expected_effort().saturating_mul(20)
 }
 
-/// Plans every (variant, task, repeat). `past_ms` gives a measured duration for a (variant id,
-/// task id) when an earlier run knows one; it takes precedence over the size estimate.
+/// [`estimate_ms`] for a trial of the context axis, which is shown the task's render of `context`
+/// in place of the diff (see [`crate::prompts`]). Only the axis's trials are estimated by the
+/// render: a run without the axis keeps the order it always had.
+fn estimate_in_context_ms(task: &Task, context: Option<ContextConfig>) -> u64 {
+    match context.and_then(|c| task.contexts.get(&c)) {
+        Some(render) => 30_000 + (render.len() as u64 + task.description.len() as u64 / 4).saturating_mul(20),
+        None => estimate_ms(task),
+    }
+}
+
+/// Plans every (variant, task, context configuration, repeat). `past_ms` gives a measured
+/// duration for a (variant id, [`duration_key`]) when an earlier run knows one; it takes
+/// precedence over the size estimate.
 pub fn plan(spec: &EvaluationRunSpec, tasks: &[Task], past_ms: impl Fn(&str, &str) -> Option<u64>) -> Plan {
     let variants = variants(spec);
+    let contexts = context_axis(spec);
     let repeats = spec.matrix.repeats.max(1) as u32;
-    let estimates: Vec<u64> = tasks.iter().map(estimate_ms).collect();
-    let mut trials = Vec::with_capacity(variants.len() * tasks.len() * repeats as usize);
+    let estimates: Vec<Vec<u64>> =
+        tasks.iter().map(|task| contexts.iter().map(|c| estimate_in_context_ms(task, *c)).collect()).collect();
+    let mut trials = Vec::with_capacity(variants.len() * tasks.len() * contexts.len() * repeats as usize);
     for (vi, variant) in variants.iter().enumerate() {
         for (ti, task) in tasks.iter().enumerate() {
-            let expected_ms = past_ms(&variant.id, &task.id).unwrap_or(estimates[ti]);
-            for repeat in 0..repeats {
-                trials.push(PlannedTrial {
-                    id: trial_id(&variant.id, &task.id, repeat),
-                    variant: vi as u32,
-                    task: ti as u32,
-                    repeat,
-                    expected_ms,
-                });
+            for (ci, &context) in contexts.iter().enumerate() {
+                let expected_ms = past_ms(&variant.id, &duration_key(&task.id, context)).unwrap_or(estimates[ti][ci]);
+                for repeat in 0..repeats {
+                    trials.push(PlannedTrial {
+                        id: trial_id_in_context(&variant.id, &task.id, context, repeat),
+                        variant: vi as u32,
+                        task: ti as u32,
+                        context,
+                        repeat,
+                        expected_ms,
+                    });
+                }
             }
         }
     }
@@ -211,6 +282,95 @@ spec:
         let with_history = plan(&spec, &tasks, |_, task| (task == "small").then_some(10_000_000));
         assert_eq!(tasks[with_history.trials[0].task as usize].id, "small");
         assert!(with_history.trials.windows(2).all(|w| w[0].expected_ms >= w[1].expected_ms));
+    }
+
+    const SWE_RUN: &str = r#"
+apiVersion: lightsout.dev/v1alpha1
+kind: EvaluationRun
+metadata: {name: demo}
+spec:
+  dataset: {format: swe-prbench, source: "file://x.jsonl"}
+  agent: {harness: {name: single-shot, version: "1.0.0"}}
+  matrix:
+    models: [{name: a, provider: p}, {name: b, provider: p}]
+    contextConfigs: [config_A, config_B, config_C]
+    repeats: 2
+  providers: {p: {baseUrl: "http://localhost", apiKind: openai-chat}}
+  storage: {results: "file://r"}
+"#;
+
+    fn swe_plan(text: &str, tasks: &[Task]) -> (EvaluationRunSpec, Plan) {
+        let spec = parse_run(text, "run").unwrap().spec;
+        let plan = plan(&spec, tasks, |_, _| None);
+        (spec, plan)
+    }
+
+    #[test]
+    fn the_context_axis_multiplies_the_trials_not_the_variants() {
+        let tasks = vec![task("t1", 10), task("t2", 20), task("t3", 30)];
+        let (spec, plan) = swe_plan(SWE_RUN, &tasks);
+        assert_eq!(plan.variants.len(), 2, "a configuration is not a variant");
+        assert_eq!(plan.trials.len(), 2 * 3 * 3 * 2);
+        let unique: std::collections::HashSet<_> = plan.trials.iter().map(|t| &t.id).collect();
+        assert_eq!(unique.len(), plan.trials.len());
+        for context in [ContextConfig::ConfigA, ContextConfig::ConfigB, ContextConfig::ConfigC] {
+            let of_context: Vec<_> = plan.trials.iter().filter(|t| t.context == Some(context)).collect();
+            assert_eq!(of_context.len(), 2 * 3 * 2, "{context:?}");
+            assert!(of_context.iter().all(|t| t.context_config(&spec) == Some(context)));
+        }
+    }
+
+    #[test]
+    fn a_trial_of_the_context_axis_has_its_configuration_in_its_identity() {
+        let tasks = vec![task("t1", 10), task("t2", 20)];
+        let (_, with_axis) = swe_plan(SWE_RUN, &tasks);
+        let trial = with_axis.trials.iter().find(|t| t.context == Some(ContextConfig::ConfigB)).unwrap();
+        let variant = &with_axis.variants[trial.variant as usize];
+        let task_id = &tasks[trial.task as usize].id;
+        assert_eq!(trial.id, trial_id_in_context(&variant.id, task_id, Some(ContextConfig::ConfigB), trial.repeat));
+        assert_ne!(trial.id, trial_id(&variant.id, task_id, trial.repeat), "the configuration changes the identity");
+        // Stable: the same spec planned again, over the tasks in another order, gives the same ids.
+        let (_, again) = swe_plan(SWE_RUN, &[task("t2", 20), task("t1", 10)]);
+        let ids = |plan: &Plan| plan.trials.iter().map(|t| t.id.clone()).collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(ids(&with_axis), ids(&again));
+        // Dropping a configuration keeps the other configurations' trials.
+        let (_, fewer) = swe_plan(&SWE_RUN.replace("config_A, config_B, config_C", "config_C, config_B"), &tasks);
+        assert!(ids(&fewer).is_subset(&ids(&with_axis)));
+        assert_eq!(fewer.trials.len(), with_axis.trials.len() / 3 * 2);
+    }
+
+    #[test]
+    fn without_the_axis_identities_are_the_three_field_hash_even_with_agent_context_config() {
+        let tasks = vec![task("t1", 10)];
+        let single = SWE_RUN
+            .replace("    contextConfigs: [config_A, config_B, config_C]\n", "")
+            .replace("version: \"1.0.0\"}}", "version: \"1.0.0\"}, contextConfig: config_B}");
+        let (spec, plan) = swe_plan(&single, &tasks);
+        assert_eq!(plan.trials.len(), 2 * 2);
+        for trial in &plan.trials {
+            let variant = &plan.variants[trial.variant as usize];
+            assert_eq!(trial.id, trial_id(&variant.id, "t1", trial.repeat));
+            assert_eq!(trial.context, None);
+            assert_eq!(trial.context_config(&spec), Some(ContextConfig::ConfigB), "agent.contextConfig applies");
+        }
+        // The identity of a trial without the axis, as stored results hold it.
+        assert_eq!(trial_id("v", "t", 0), short_hash_fields(&["v", "t", "0"]));
+        assert_eq!(trial_id_in_context("v", "t", None, 0), trial_id("v", "t", 0));
+    }
+
+    #[test]
+    fn past_durations_are_per_configuration_and_the_axis_is_estimated_by_its_render() {
+        let mut t = task("t1", 10);
+        t.contexts.insert(ContextConfig::ConfigA, "a".repeat(100));
+        t.contexts.insert(ContextConfig::ConfigC, "c".repeat(100_000));
+        let tasks = vec![t];
+        let (_, by_size) = swe_plan(SWE_RUN, &tasks);
+        assert_eq!(by_size.trials[0].context, Some(ContextConfig::ConfigC), "the biggest render runs first");
+        let a_key = duration_key("t1", Some(ContextConfig::ConfigA));
+        assert_ne!(a_key, duration_key("t1", None));
+        let spec = parse_run(SWE_RUN, "run").unwrap().spec;
+        let with_history = plan(&spec, &tasks, |_, key| (key == a_key).then_some(100_000_000));
+        assert_eq!(with_history.trials[0].context, Some(ContextConfig::ConfigA), "history wins");
     }
 
     #[test]

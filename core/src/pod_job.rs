@@ -20,6 +20,10 @@ pub struct PodJob {
     pub variant: Variant,
     pub task: Task,
     pub trial_id: String,
+    /// The trial's configuration of the `matrix.contextConfigs` axis, part of its identity;
+    /// absent without the axis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_config: Option<crate::api::ContextConfig>,
     pub repeat: u32,
     pub attempt: u32,
     /// The full prompt, rendered by the controller.

@@ -167,8 +167,16 @@ impl Verdicts {
 /// Scores finished trials under one protocol.
 #[derive(Debug, Clone)]
 pub enum Scorer {
-    CrBugBench { panel: Panel, k_max: u32 },
-    SwePrBench { scorer: Box<SwePrBenchScorer>, context_config: Option<ContextConfig> },
+    CrBugBench {
+        panel: Panel,
+        k_max: u32,
+    },
+    /// `context_config`: the run's `agent.contextConfig`, the configuration of every trial
+    /// unless it has one of the `matrix.contextConfigs` axis ([`Scorer::score_in_context`]).
+    SwePrBench {
+        scorer: Box<SwePrBenchScorer>,
+        context_config: Option<ContextConfig>,
+    },
 }
 
 impl Scorer {
@@ -251,6 +259,19 @@ impl Scorer {
         review: &ParsedReview,
         previous: Option<&Verdicts>,
     ) -> Result<Verdicts, ScoreError> {
+        self.score_in_context(task, None, review, previous).await
+    }
+
+    /// [`Scorer::score`] for a trial of the `matrix.contextConfigs` axis in configuration
+    /// `context` (`None`: the run's own, as [`Scorer::score`]); SWE-PRBench verdicts record it,
+    /// and the summary's `by_context` groups by it.
+    pub async fn score_in_context(
+        &self,
+        task: &LoadedTask,
+        context: Option<ContextConfig>,
+        review: &ParsedReview,
+        previous: Option<&Verdicts>,
+    ) -> Result<Verdicts, ScoreError> {
         match self {
             Scorer::CrBugBench { panel, k_max } => {
                 let previous = match previous {
@@ -267,7 +288,7 @@ impl Scorer {
                 let input = PrInput {
                     task: &task.task,
                     human_comments: humans,
-                    context_config: *context_config,
+                    context_config: context.or(*context_config),
                     agent: &agent,
                 };
                 let earlier = match previous {

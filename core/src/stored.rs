@@ -23,19 +23,21 @@ const SCAN_CONCURRENCY: usize = 32;
 #[derive(Debug, Default)]
 pub struct StoredRun {
     pub trials: HashMap<String, StoredTrial>,
-    /// Duration sums and counts of finished, non-infrastructure attempts per (variant id, task
-    /// id): the expected durations the next plan orders trials by.
+    /// Duration sums and counts of finished, non-infrastructure attempts per (variant id,
+    /// [`crate::plan::duration_key`]): the expected durations the next plan orders trials by.
     durations: HashMap<(String, String), (u64, u64)>,
-    /// Each trial's (variant id, task id, repeat), kept only by [`StoredRun::scan_identified`]:
+    /// Each trial's (variant id, task id, context configuration, repeat), kept only by [`StoredRun::scan_identified`]:
     /// what pairs trials across runs without a plan (`lightsout compare`).
     pub identities: Option<HashMap<String, TrialIdentity>>,
 }
 
-/// Which variant, task and repeat a stored trial is.
+/// Which variant, task, context configuration (of the `matrix.contextConfigs` axis) and repeat
+/// a stored trial is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrialIdentity {
     pub variant_id: String,
     pub task_id: String,
+    pub context_config: Option<crate::api::ContextConfig>,
     pub repeat: u32,
 }
 
@@ -152,7 +154,8 @@ impl StoredRun {
         self.trials.get(trial).and_then(|t| t.results.last_key_value()).map(|(n, _)| n + 1).unwrap_or(1)
     }
 
-    /// Mean duration of the finished, non-infrastructure attempts per (variant id, task id).
+    /// Mean duration of the finished, non-infrastructure attempts per (variant id,
+    /// [`crate::plan::duration_key`]).
     pub fn mean_durations(&self) -> HashMap<(String, String), u64> {
         self.durations.iter().map(|(key, (sum, n))| (key.clone(), sum / n)).collect()
     }
@@ -188,7 +191,8 @@ impl StoredRun {
     /// Records an attempt's result (one just stored, or read back), held as a [`HeldResult`].
     pub fn insert_result(&mut self, result: &TrialResult) {
         if result.outcome.is_scored() {
-            let entry = self.durations.entry((result.variant_id.clone(), result.task_id.clone())).or_default();
+            let key = crate::plan::duration_key(&result.task_id, result.context_config);
+            let entry = self.durations.entry((result.variant_id.clone(), key.into_owned())).or_default();
             entry.0 += result.duration_ms;
             entry.1 += 1;
         }
@@ -234,6 +238,7 @@ impl StoredRun {
                 TrialRecord {
                     variant: t.variant,
                     task: loaded.task.id.clone(),
+                    context_config: t.context,
                     repeat: t.repeat,
                     track: loaded.task.track,
                     difficulty: loaded.task.difficulty.clone(),
@@ -305,6 +310,7 @@ impl StoredRun {
                     identities.entry(result.trial_id.clone()).or_insert_with(|| TrialIdentity {
                         variant_id: result.variant_id.clone(),
                         task_id: result.task_id.clone(),
+                        context_config: result.context_config,
                         repeat: result.repeat,
                     });
                 }
@@ -509,6 +515,7 @@ mod tests {
                         earlier_attempts: None,
                         variant: v as u32,
                         task: format!("task-{task}"),
+                        context_config: None,
                         repeat,
                         track: None,
                         difficulty: None,

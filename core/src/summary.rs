@@ -19,8 +19,9 @@
 //!   weights.
 //! - Judge agreement (CRBugBench, two or more judges): Fleiss' kappa and pairwise agreement over
 //!   the judged (finding, ground-truth item) pairs of the variant's scored trials.
-//! - Comparisons: every variant against the first, paired by (task, repeat): McNemar's exact test
-//!   on hit@k and a paired bootstrap of the recall difference.
+//! - Comparisons: every variant against the first, paired by (task, repeat) — and context
+//!   configuration, on the `matrix.contextConfigs` axis ([`TrialRecord::pairing_index`]):
+//!   McNemar's exact test on hit@k and a paired bootstrap of the recall difference.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -224,6 +225,9 @@ pub struct KComparison {
 pub struct TrialRecord {
     pub variant: u32,
     pub task: String,
+    /// The trial's configuration of the `matrix.contextConfigs` axis; `None` without the axis
+    /// (then [`ScoringSettings::context_config`] is every trial's).
+    pub context_config: Option<ContextConfig>,
     pub repeat: u32,
     pub track: Option<Track>,
     pub difficulty: Option<String>,
@@ -237,6 +241,25 @@ pub struct TrialRecord {
     /// What the trial's other attempts (infrastructure failures) spent: their successful model
     /// calls were paid for too. Boxed: most trials have none.
     pub earlier_attempts: Option<Box<AttemptsSpend>>,
+}
+
+/// Apart in [`TrialRecord::pairing_index`]: past any repeat index (`matrix.repeats` is at most 100).
+const PAIRING_CONTEXT_STRIDE: u32 = 1 << 24;
+
+impl TrialRecord {
+    /// What tells this trial from the other trials of its task and variant when trials are paired
+    /// by (task, index): its repeat, and its configuration of the context axis. The trials of a
+    /// task in all its configurations stay one bootstrap cluster — the PR is the unit resampled —
+    /// and each pairs with the same configuration only.
+    pub fn pairing_index(&self) -> u32 {
+        let context = match self.context_config {
+            None => 0,
+            Some(ContextConfig::ConfigA) => 1,
+            Some(ContextConfig::ConfigB) => 2,
+            Some(ContextConfig::ConfigC) => 3,
+        };
+        context * PAIRING_CONTEXT_STRIDE + self.repeat
+    }
 }
 
 /// Model usage and cost over some attempts of a trial.
@@ -254,6 +277,7 @@ pub struct ScoringSettings {
     pub protocol: ScoringProtocol,
     pub ks: Vec<u32>,
     pub bootstrap: BootstrapConfig,
+    /// `agent.contextConfig`: every trial's, when the run has no `matrix.contextConfigs`.
     pub context_config: Option<ContextConfig>,
     pub reading: ProtocolReading,
     pub similarity: SimilarityKind,
@@ -565,7 +589,7 @@ fn no_review_outcome(record: &TrialRecord, settings: &ScoringSettings) -> Option
         prompt_version: SWE_PRBENCH_JUDGE_PROMPT_VERSION.to_string(),
         reading: settings.reading,
         similarity: settings.similarity,
-        context_config: settings.context_config,
+        context_config: record.context_config.or(settings.context_config),
         difficulty: record.difficulty.clone(),
         scores,
     })
@@ -608,7 +632,7 @@ fn compare(
                     (Outcome::Ok, None) => return None,
                     _ => vec![false; ks.len()],
                 };
-                Some(Sample { task: r.task.as_str(), repeat: r.repeat, value: hits })
+                Some(Sample { task: r.task.as_str(), repeat: r.pairing_index(), value: hits })
             })
             .collect()
     }
@@ -694,6 +718,28 @@ pub fn totals(variants: &[VariantSummary]) -> (OutcomeCounts, SpendSummary) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trials_of_a_task_pair_by_repeat_and_context_configuration() {
+        let record = |context_config, repeat| TrialRecord {
+            variant: 0,
+            task: "t".into(),
+            context_config,
+            repeat,
+            track: None,
+            difficulty: None,
+            language: None,
+            truth_items: 1,
+            result: None,
+            verdicts: None,
+            earlier_attempts: None,
+        };
+        assert_eq!(record(None, 7).pairing_index(), 7, "without the axis, the repeat");
+        let configs = [None, Some(ContextConfig::ConfigA), Some(ContextConfig::ConfigB), Some(ContextConfig::ConfigC)];
+        let indices: std::collections::HashSet<u32> =
+            configs.iter().flat_map(|c| (0..100).map(|r| record(*c, r).pairing_index())).collect();
+        assert_eq!(indices.len(), 4 * 100, "no two (configuration, repeat) share an index");
+    }
 
     #[test]
     fn nearest_rank_quantiles() {

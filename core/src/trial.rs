@@ -50,6 +50,10 @@ pub struct TrialResult {
     pub variant: String,
     pub trial_id: String,
     pub task_id: String,
+    /// The trial's configuration of the `matrix.contextConfigs` axis, part of its identity
+    /// (see [`crate::plan`]); absent without the axis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_config: Option<crate::api::ContextConfig>,
     pub repeat: u32,
     pub attempt: u32,
     pub outcome: Outcome,

@@ -340,6 +340,32 @@ spec:
     }
 
     #[test]
+    fn the_context_axis_is_swe_prbench_only_unique_and_exclusive_with_agent_context_config() {
+        let swe = VALID.replace("format: crbugbench", "format: swe-prbench");
+        let axis = |list: &str| format!("    contextConfigs: {list}\n    models:");
+        let run = parse_run(&swe.replace("    models:", &axis("[config_A, config_B, config_C]")), "run.yaml").unwrap();
+        assert_eq!(run.spec.matrix.context_configs.map(|c| c.len()), Some(3));
+
+        let other_format = errors_of(&VALID.replace("    models:", &axis("[config_A]")));
+        assert_eq!(other_format.len(), 1, "{other_format:?}");
+        assert!(other_format[0].message.contains("dataset.format swe-prbench"), "{other_format:?}");
+
+        let both = swe
+            .replace("    models:", &axis("[config_A, config_C]"))
+            .replace("version: \"1.0.0\"}", "version: \"1.0.0\"}\n    contextConfig: config_B");
+        let both = errors_of(&both);
+        assert_eq!(both.len(), 1, "{both:?}");
+        assert!(both[0].message.contains("not both"), "{both:?}");
+
+        let twice = errors_of(&swe.replace("    models:", &axis("[config_A, config_B, config_A]")));
+        assert_eq!(twice.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), ["spec.matrix.contextConfigs"]);
+        assert!(twice[0].message.contains("twice"), "{twice:?}");
+        assert_eq!(fields_of(&swe.replace("    models:", &axis("[]"))), vec!["spec.matrix.contextConfigs"]);
+        let unknown = errors_of(&swe.replace("    models:", &axis("[config_D]")));
+        assert!(unknown[0].field.starts_with("spec.matrix.contextConfigs"), "{unknown:?}");
+    }
+
+    #[test]
     fn unknown_enum_values_and_bad_uris_are_named() {
         let text = VALID.replace("apiKind: openai-chat", "apiKind: openai-completions");
         let errors = errors_of(&text);

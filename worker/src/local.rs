@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use futures::stream::{self, StreamExt};
-use lightsout_core::api::{EvaluationRun, ScoringProtocol};
+use lightsout_core::api::{ContextConfig, EvaluationRun, ScoringProtocol};
 use lightsout_core::dataset::{self, LineError, LoadedTask};
 use lightsout_core::findings::ParsedReview;
 use lightsout_core::model::{Endpoint, ModelClient, RateLimitPolicy, RetryPolicy};
@@ -273,6 +273,11 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                 (&spent, &budget_hit, &state, &store, &layout, &client, &providers, &scorer, &config.pricing);
             let (installed, dataset_file, sandbox) = (&installed, &dataset_file, &config.sandbox);
             let noted_missing = &noted_missing;
+            // Progress names the configuration of a trial of the context axis with its task.
+            let task_label = match planned.context {
+                Some(context) => format!("{} {}", loaded.task.id, context.as_str()),
+                None => loaded.task.id.clone(),
+            };
             async move {
                 // The final attempt's (outcome, number).
                 let mut final_result = state
@@ -307,12 +312,13 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                             variant: variant.clone(),
                             task: loaded.task.clone(),
                             trial_id: planned.id.clone(),
+                            context_config: planned.context,
                             repeat: planned.repeat,
                             attempt,
                             prompt: if installed.contains_key(&variant.id) {
-                                agentic_review_prompt(&variant.prompt, &loaded.task, spec.agent.context_config)
+                                agentic_review_prompt(&variant.prompt, &loaded.task, planned.context_config(spec))
                             } else {
-                                review_prompt(&variant.prompt, &loaded.task, spec.agent.context_config)
+                                review_prompt(&variant.prompt, &loaded.task, planned.context_config(spec))
                             },
                             endpoint: providers.endpoints[&variant.model.provider].clone(),
                             timeout,
@@ -348,7 +354,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                                 // The store itself failed: leave the trial unfinished for the next run.
                                 on_event(Event::TrialRetried {
                                     variant: variant.name.clone(),
-                                    task: loaded.task.id.clone(),
+                                    task: task_label.clone(),
                                     attempt,
                                     error: format!("results store: {e}"),
                                 });
@@ -363,7 +369,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                         if result.outcome == Outcome::InfraFailed && attempt < last_attempt {
                             on_event(Event::TrialRetried {
                                 variant: variant.name.clone(),
-                                task: loaded.task.id.clone(),
+                                task: task_label.clone(),
                                 attempt,
                                 error: result.error.clone().unwrap_or_default(),
                             });
@@ -373,7 +379,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                         }
                         on_event(Event::TrialFinished {
                             variant: variant.name.clone(),
-                            task: loaded.task.id.clone(),
+                            task: task_label.clone(),
                             outcome: result.outcome,
                         });
                         final_result = Some((result.outcome, result.attempt));
@@ -386,7 +392,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                 }
                 let attempt_dir = (variant.id.as_str(), planned.id.as_str(), attempt);
                 let previous = state.verdicts(&planned.id, attempt);
-                match judge_trial(store, layout, scorer, attempt_dir, loaded, previous).await {
+                match judge_trial(store, layout, scorer, attempt_dir, (loaded, planned.context), previous).await {
                     Ok(verdicts) => {
                         // Only this judging's calls are new spend; the previous verdicts' were
                         // counted when the run started.
@@ -397,7 +403,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                                 let first = panel.votes.iter().find(|v| !v.error.is_empty());
                                 on_event(Event::JudgingFailed {
                                     variant: variant.name.clone(),
-                                    task: loaded.task.id.clone(),
+                                    task: task_label.clone(),
                                     error: format!(
                                         "{} judge votes missing, {} finding/bug pairs undecided; first: {}",
                                         panel.missing_votes,
@@ -410,14 +416,14 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                         if let Verdicts::SwePrBenchUnjudged(unjudged) = &verdicts {
                             on_event(Event::JudgingFailed {
                                 variant: variant.name.clone(),
-                                task: loaded.task.id.clone(),
+                                task: task_label.clone(),
                                 error: unjudged.error.clone(),
                             });
                         }
                     }
                     Err(e) => on_event(Event::JudgingFailed {
                         variant: variant.name.clone(),
-                        task: loaded.task.id.clone(),
+                        task: task_label.clone(),
                         error: e.to_string(),
                     }),
                 }
@@ -458,14 +464,14 @@ async fn judge_trial<S: ResultStore>(
     layout: &RunLayout,
     scorer: &Scorer,
     (variant_id, trial_id, attempt): (&str, &str, u32),
-    task: &LoadedTask,
+    (task, context): (&LoadedTask, Option<ContextConfig>),
     previous: Option<&Verdicts>,
 ) -> anyhow::Result<Verdicts> {
     let findings_key = layout.artifact(variant_id, trial_id, attempt, "findings.json");
     let bytes = store.get(&findings_key).await?.with_context(|| format!("{findings_key} is missing"))?;
     let parsed: ParsedReview =
         serde_json::from_slice(&bytes).with_context(|| format!("{findings_key} is not valid"))?;
-    let verdicts = scorer.score(task, &parsed, previous).await?;
+    let verdicts = scorer.score_in_context(task, context, &parsed, previous).await?;
     let key = layout.artifact(variant_id, trial_id, attempt, "verdicts.json");
     store.put(&key, &serde_json::to_vec_pretty(&verdicts)?).await?;
     Ok(verdicts)

@@ -153,6 +153,7 @@ fn run_job(file: &std::path::Path) -> ExitCode {
             variant: job.variant.clone(),
             task: job.task.clone(),
             trial_id: job.trial_id.clone(),
+            context_config: job.context_config,
             repeat: job.repeat,
             attempt: job.attempt,
             prompt: job.prompt.clone(),

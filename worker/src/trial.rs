@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use lightsout_core::api::{HarnessName, PromptPreset};
+use lightsout_core::api::{ContextConfig, HarnessName, PromptPreset};
 use lightsout_core::compress::{compress, EXCHANGES_ARTIFACT, TRAJECTORY_ARTIFACT};
 use lightsout_core::dataset::Task;
 use lightsout_core::findings::parse_review;
@@ -36,6 +36,9 @@ pub struct TrialJob {
     pub variant: Variant,
     pub task: Task,
     pub trial_id: String,
+    /// The trial's configuration of the `matrix.contextConfigs` axis (recorded in its result;
+    /// the prompt already shows the task in it).
+    pub context_config: Option<ContextConfig>,
     pub repeat: u32,
     pub attempt: u32,
     /// The full review prompt (see `lightsout_core::prompts`).
@@ -218,6 +221,7 @@ pub async fn run_trial<S: ResultStore + Clone>(
         variant: job.variant.name.clone(),
         trial_id: job.trial_id.clone(),
         task_id: job.task.id.clone(),
+        context_config: job.context_config,
         repeat: job.repeat,
         attempt: job.attempt,
         outcome,

@@ -39,6 +39,7 @@ spec:
         trial_id: lightsout_core::plan::trial_id(&variant.id, &task.id, 0),
         variant,
         task,
+        context_config: None,
         repeat: 0,
         attempt: 1,
         provider: ProviderEndpoint {

@@ -171,11 +171,29 @@ impl Cluster {
         self.ctx = Cluster::context(&self.client, &self.clock, &self.metrics);
     }
 
+    /// A fresh controller whose trial pods run tasks that name no image (SWE-PRBench's) on `image`.
+    pub fn set_default_task_image(&mut self, image: &str) {
+        let image = image.to_string();
+        self.ctx = Cluster::context_with(&self.client, &self.clock, &self.metrics, move |settings| {
+            settings.trial.default_task_image = Some(image)
+        });
+    }
+
     fn context(client: &Client, clock: &Arc<Mutex<DateTime<Utc>>>, metrics: &Arc<Metrics>) -> Arc<Context> {
+        Cluster::context_with(client, clock, metrics, |_| {})
+    }
+
+    fn context_with(
+        client: &Client,
+        clock: &Arc<Mutex<DateTime<Utc>>>,
+        metrics: &Arc<Metrics>,
+        edit: impl FnOnce(&mut ControllerSettings),
+    ) -> Arc<Context> {
         let mut settings = ControllerSettings::new(TrialSettings::new(
             "ghcr.io/lightsout-dev/lightsout:test",
             "ghcr.io/lightsout-dev/harness",
         ));
+        edit(&mut settings);
         settings.summary_interval = Duration::ZERO;
         settings.dataset_cache = std::env::temp_dir().join("lightsout-controller-tests");
         let clock = clock.clone();
@@ -299,6 +317,7 @@ impl Cluster {
                     variant: pod_job.variant.clone(),
                     task: pod_job.task.clone(),
                     trial_id: pod_job.trial_id.clone(),
+                    context_config: pod_job.context_config,
                     repeat: pod_job.repeat,
                     attempt: pod_job.attempt,
                     prompt: pod_job.prompt.clone(),

@@ -67,6 +67,8 @@ pub const AGENT_TIMEOUT_MAX: &str = agent_timeout_max!();
     validation = Rule::new("has(self.agent.harness) || has(self.matrix.harnesses)").message("set agent.harness or matrix.harnesses"),
     validation = Rule::new("!has(self.judges) || !has(self.judges.protocol) || self.judges.protocol != 'swe-prbench' || self.dataset.format == 'swe-prbench'").message("judges.protocol swe-prbench scores against human review comments: it needs dataset.format swe-prbench"),
     validation = Rule::new("!has(self.judges) || !has(self.judges.swePrbench) || !has(self.judges.swePrbench.embeddings) || self.judges.swePrbench.embeddings.provider in self.providers").message("judges.swePrbench.embeddings.provider must be declared in spec.providers"),
+    validation = Rule::new("!has(self.matrix.contextConfigs) || self.dataset.format == 'swe-prbench'").message("matrix.contextConfigs: context configurations are SWE-PRBench's (contexts/config_X/ beside the tasks): it needs dataset.format swe-prbench"),
+    validation = Rule::new("!has(self.matrix.contextConfigs) || !has(self.agent.contextConfig)").message("set agent.contextConfig (one configuration for every trial) or matrix.contextConfigs (an axis), not both"),
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = schema::kubernetes_formats)]
@@ -224,7 +226,8 @@ pub struct AgentSpec {
     /// The review prompt for every variant, unless `matrix.prompts` is set.
     #[serde(default = "PromptRef::default_preset")]
     pub prompt: PromptRef,
-    /// The SWE-PRBench context configuration given to the agent.
+    /// The SWE-PRBench context configuration given to the agent in every trial, unless
+    /// `matrix.contextConfigs` is set (not both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_config: Option<ContextConfig>,
     /// Wall-clock limit of one trial (`90s`, `30m`, `1h30m`).
@@ -400,7 +403,18 @@ pub struct MatrixSpec {
     #[x_kube(validation = Rule::new("size(self) >= 1").message("matrix.harnesses, when set, must not be empty"))]
     #[schemars(length(max = AXIS_MAX))]
     pub harnesses: Option<Vec<HarnessRef>>,
-    /// Trials per (variant, task).
+    /// SWE-PRBench context configurations, each given to the agent in its own trials of every
+    /// (variant, task): one run gives the benchmark's per-configuration table (each variant's
+    /// `swe_prbench.by_context`). Only with `dataset.format: swe-prbench`; instead of
+    /// `agent.contextConfig`. The configuration is part of a trial's identity, not of its variant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(
+        validation = Rule::new("size(self) >= 1").message("matrix.contextConfigs, when set, must not be empty"),
+        validation = Rule::new("self.all(c, self.exists_one(d, d == c))").message("matrix.contextConfigs must not list a configuration twice"),
+    )]
+    #[schemars(length(max = CONTEXT_CONFIGS_MAX))]
+    pub context_configs: Option<Vec<ContextConfig>>,
+    /// Trials per (variant, task[, context configuration]).
     #[serde(default = "default_repeats")]
     #[x_kube(validation = Rule::new("self >= 1 && self <= 100").message("matrix.repeats must be between 1 and 100"))]
     pub repeats: i32,

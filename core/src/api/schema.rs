@@ -57,6 +57,8 @@ pub const PANEL_MAX: u32 = 9;
 pub const PROVIDERS_MAX: u32 = 32;
 /// Harnesses or prompts compared in one run (`matrix.harnesses`, `matrix.prompts`).
 pub const AXIS_MAX: u32 = 16;
+/// Context configurations of one run (`matrix.contextConfigs`): each of the three at most once.
+pub const CONTEXT_CONFIGS_MAX: u32 = 3;
 /// Reasoning efforts of one run: each of the six at most once.
 pub const EFFORTS_MAX: u32 = 6;
 /// Cut-offs of recall@k (`judges.k`).

@@ -892,7 +892,10 @@ fn trial_table(out: &mut String, data: &ReportData) {
             out,
             "<tr><td class=\"l\">{variant}</td><td class=\"l\">{}</td><td>{}</td><td>{}{}</td><td class=\"l\"><span class=\"badge o-{}\">{}</span>{error}</td><td>{hit}</td>{}\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l links\">{}</td></tr>",
-            escape(&t.task_id),
+            match t.context_config {
+                Some(context) => format!("{} <span class=\"small\">{}</span>", escape(&t.task_id), context.as_str()),
+                None => escape(&t.task_id),
+            },
             t.repeat,
             t.attempt,
             if t.attempts > 1 { format!(" <span class=\"small\">({} tries)</span>", t.attempts) } else { String::new() },
@@ -975,6 +978,7 @@ mod tests {
             variant: "m".into(),
             trial_id: format!("t{task}"),
             task_id: format!("task-{task:05}"),
+            context_config: None,
             repeat: 0,
             attempt: 1,
             attempts: 1,
@@ -991,6 +995,21 @@ mod tests {
             composite: None,
             artifacts: vec!["review.md".into()],
         }
+    }
+
+    #[test]
+    fn a_trial_of_the_context_axis_shows_its_configuration_beside_its_task() {
+        let in_context = TrialRow { context_config: Some(crate::api::ContextConfig::ConfigC), ..row(1) };
+        let data = ReportData {
+            summary: summary(),
+            trials: vec![row(0), in_context],
+            link_base: String::new(),
+            comparison: None,
+            notices: vec![],
+        };
+        let html = render_html(&data);
+        assert!(html.contains("task-00001 <span class=\"small\">config_C</span>"), "{html}");
+        assert!(html.contains("<td class=\"l\">task-00000</td>"), "{html}");
     }
 
     #[test]
@@ -1019,6 +1038,7 @@ mod tests {
             variant: "m/<b>low</b>".into(),
             trial_id: "t\"1".into(),
             task_id: "<script>alert(1)</script>".into(),
+            context_config: None,
             repeat: 0,
             attempt: 1,
             attempts: 1,

@@ -59,6 +59,8 @@ pub struct TrialRow {
     pub variant: String,
     pub trial_id: String,
     pub task_id: String,
+    /// Its configuration of the `matrix.contextConfigs` axis.
+    pub context_config: Option<crate::api::ContextConfig>,
     pub repeat: u32,
     pub attempt: u32,
     /// Attempts with a `result.json`.
@@ -171,6 +173,7 @@ pub fn build(run: &ComparedRun, artifacts: &ArtifactIndex) -> ReportData {
                 variant: variant.name.clone(),
                 trial_id: trial.id.clone(),
                 task_id: record.task.clone(),
+                context_config: record.context_config,
                 repeat: record.repeat,
                 attempt: trial.attempt,
                 attempts: trial.attempts,
@@ -198,7 +201,13 @@ pub fn build(run: &ComparedRun, artifacts: &ArtifactIndex) -> ReportData {
         .collect();
     rows.sort_by(|a, b| {
         let rank = |r: &TrialRow| order.get(r.variant_id.as_str()).copied().unwrap_or(usize::MAX);
-        (rank(a), &a.variant_id, &a.task_id, a.repeat).cmp(&(rank(b), &b.variant_id, &b.task_id, b.repeat))
+        (rank(a), &a.variant_id, &a.task_id, a.context_config, a.repeat).cmp(&(
+            rank(b),
+            &b.variant_id,
+            &b.task_id,
+            b.context_config,
+            b.repeat,
+        ))
     });
     ReportData {
         summary: run.summary.clone(),
