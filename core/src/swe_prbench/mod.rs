@@ -54,6 +54,7 @@
 //! breaks, path comparison, float tolerance at thresholds, how unreadable judge entries count).
 
 mod aggregate;
+pub mod harness;
 mod diff;
 mod judge;
 mod matching;
