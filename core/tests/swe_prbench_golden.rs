@@ -1,0 +1,284 @@
+//! Differential test against the SWE-PRBench reference harness: the golden kit in
+//! `tests/golden/swe-prbench/` holds the harness's own outputs on a synthetic dataset with
+//! recorded agent and judge answers. Fed the same inputs and answers, Lightsout's harness
+//! scoring must reproduce every per-record field (numbers to 1e-9), the agent outputs, the
+//! judge outputs and every aggregate cell as the harness rounds it.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use lightsout_core::swe_prbench::harness::agent::DEFAULT_AGENT_MAX_TOKENS;
+use lightsout_core::swe_prbench::harness::layout::full_config_name;
+use lightsout_core::swe_prbench::harness::report::eval_result_file_name;
+use lightsout_core::swe_prbench::harness::{
+    eval_report, evaluate_record, judge_output, judge_skipped, run_agent, BenchmarkLayout, Embedder, EvalResult,
+    Similarity,
+};
+use serde_json::Value;
+
+const MODEL_LABEL: &str = "golden_agent::judge=golden_judge";
+const TOLERANCE: f64 = 1e-9;
+
+fn kit() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/swe-prbench")
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+/// `inputs/vectors.json`: fixed vectors standing in for `all-mpnet-base-v2`; a text without a
+/// vector is an error, as in the harness's stub.
+struct Vectors(HashMap<String, Vec<f64>>);
+
+impl Vectors {
+    fn load() -> Vectors {
+        let doc = read_json(&kit().join("inputs/vectors.json"));
+        let vectors = doc["vectors"].as_object().expect("vectors.json has a vectors object");
+        Vectors(
+            vectors
+                .iter()
+                .map(|(text, v)| {
+                    let v = v.as_array().expect("a vector is an array").iter().map(|x| x.as_f64().unwrap()).collect();
+                    (text.clone(), v)
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Embedder for Vectors {
+    fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<f64>>, String> {
+        texts.iter().map(|t| self.0.get(*t).cloned().ok_or_else(|| format!("no vector for {t:?}"))).collect()
+    }
+}
+
+/// The recorded answers of one record, served in call order.
+struct Recorded {
+    agent: VecDeque<Value>,
+    judge: VecDeque<Value>,
+}
+
+/// An answer's text, or the error the harness's OpenAI-compatible client reports for it.
+fn answer_of(value: Value) -> Result<String, String> {
+    match value {
+        Value::String(text) => Ok(text),
+        Value::Object(error) => {
+            let status = error["http_status"].as_i64().expect("an error answer has http_status");
+            let message = serde_json::to_string(error["error"].as_str().unwrap_or_default()).unwrap();
+            Err(format!("OpenAI-compatible request failed ({status}): {{\"error\": {{\"message\": {message}}}}}"))
+        }
+        other => panic!("an answer is a string or an error object, not {other}"),
+    }
+}
+
+fn load_replay() -> BTreeMap<(String, String), Recorded> {
+    let doc = read_json(&kit().join("inputs/replay.json"));
+    let queue = |v: &Value| v.as_array().expect("answers are a list").iter().cloned().collect::<VecDeque<_>>();
+    doc["records"]
+        .as_array()
+        .expect("replay.json has records")
+        .iter()
+        .map(|r| {
+            let key = (r["task_id"].as_str().unwrap().to_string(), full_config_name(r["config"].as_str().unwrap()));
+            (key, Recorded { agent: queue(&r["agent"]), judge: queue(&r["judge"]) })
+        })
+        .collect()
+}
+
+struct Run {
+    name: &'static str,
+    layout: BenchmarkLayout,
+    configs: Vec<String>,
+}
+
+fn runs() -> Vec<Run> {
+    let dataset = kit().join("inputs/dataset");
+    vec![
+        Run {
+            name: "embeddings",
+            layout: BenchmarkLayout::new(dataset.join("prs.jsonl"), dataset.join("contexts"), dataset.join("annotations")),
+            configs: ["A", "config_B", "config_C_full_context"].map(String::from).to_vec(),
+        },
+        Run {
+            name: "lexical",
+            layout: BenchmarkLayout::new(
+                dataset.join("prs.json"),
+                dataset.join("contexts/config_A"),
+                dataset.join("annotations"),
+            ),
+            configs: ["A", "B", "C"].map(String::from).to_vec(),
+        },
+    ]
+}
+
+/// Every record of `run`, scored from the recorded answers: (file stem, result, agent output,
+/// judge output), in the harness's call order.
+fn score_run(run: &Run, similarity: Similarity) -> Vec<(String, EvalResult, Value, Value)> {
+    let mut replay = load_replay();
+    let mut out = Vec::new();
+    for task_id in run.layout.discover_task_ids(&run.configs).expect("the golden dataset loads") {
+        for config in &run.configs {
+            let full = full_config_name(config);
+            let input = run.layout.load_eval_input(&task_id, config).expect("the golden record loads");
+            let recorded = replay
+                .get_mut(&(task_id.clone(), full.clone()))
+                .unwrap_or_else(|| panic!("no recorded answers for {task_id}/{full}"));
+            let agent_answers = RefCell::new(&mut recorded.agent);
+            let agent = run_agent(&input, DEFAULT_AGENT_MAX_TOKENS, |_call| {
+                let next = agent_answers.borrow_mut().pop_front();
+                answer_of(next.unwrap_or_else(|| panic!("{task_id}/{full}: an agent call without a recorded answer")))
+            });
+            let judge = if agent.parse_success {
+                let answer = recorded
+                    .judge
+                    .pop_front()
+                    .unwrap_or_else(|| panic!("{task_id}/{full}: a judge call without a recorded answer"));
+                judge_output(answer_of(answer).as_deref().map_err(Clone::clone), &agent, &input.human_comments)
+            } else {
+                judge_skipped(&input.human_comments)
+            };
+            let result = evaluate_record(&input, &agent, &judge, similarity, MODEL_LABEL);
+            let stem = format!("{task_id}_{full}");
+            out.push((stem, result, serde_json::to_value(&agent).unwrap(), serde_json::to_value(&judge).unwrap()));
+        }
+    }
+    for ((task_id, config), recorded) in replay {
+        assert!(
+            recorded.agent.is_empty() && recorded.judge.is_empty(),
+            "{task_id}/{config}: recorded answers left unused (agent {}, judge {})",
+            recorded.agent.len(),
+            recorded.judge.len()
+        );
+    }
+    out
+}
+
+/// Differences between two JSON values: numbers within [`TOLERANCE`], everything else equal.
+fn differences(path: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
+    match (ours, theirs) {
+        (Value::Number(a), Value::Number(b)) => {
+            let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
+            if (a - b).abs() > TOLERANCE {
+                out.push(format!("{path}: ours {a}, harness {b}"));
+            }
+        }
+        (Value::Object(a), Value::Object(b)) => {
+            for key in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
+                match (a.get(key), b.get(key)) {
+                    (Some(x), Some(y)) => differences(&format!("{path}.{key}"), x, y, out),
+                    (x, y) => out.push(format!("{path}.{key}: ours {x:?}, harness {y:?}")),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                differences(&format!("{path}[{i}]"), x, y, out);
+            }
+        }
+        (a, b) if a == b => {}
+        (a, b) => out.push(format!("{path}: ours {a}, harness {b}")),
+    }
+}
+
+/// The harness's agent output without the members we do not model (task, config, model).
+fn harness_agent_output(path: &Path) -> Value {
+    let mut value = read_json(path);
+    let map = value.as_object_mut().unwrap();
+    for key in ["task_id", "config_name", "model"] {
+        map.remove(key);
+    }
+    value
+}
+
+/// The harness's judge output without task, config and judge model, and without the reasoning
+/// of provider or parse-error fallbacks (it quotes Python's exception texts).
+fn harness_judge_output(path: &Path) -> Value {
+    let mut value = read_json(path);
+    let map = value.as_object_mut().unwrap();
+    for key in ["task_id", "config_name", "judge_model"] {
+        map.remove(key);
+    }
+    value
+}
+
+fn without_error_reasoning(judge: &mut Value) {
+    for entry in judge["agent_classifications"].as_array_mut().unwrap() {
+        let reasoning = entry["reasoning"].as_str().unwrap_or_default();
+        if reasoning.starts_with("fallback_due_to_parse_error: ") {
+            entry["reasoning"] = Value::String("fallback_due_to_parse_error: …".into());
+        }
+    }
+}
+
+fn check_run(run: &Run, similarity: Similarity) {
+    let outputs = kit().join("outputs").join(run.name);
+    let scored = score_run(run, similarity);
+    assert_eq!(scored.len(), 39, "{}: records", run.name);
+    let mut failures = Vec::new();
+    for (stem, result, agent, judge) in &scored {
+        let theirs = read_json(&outputs.join("eval_results").join(format!("{stem}_eval.json")));
+        differences(&format!("{}/{stem}", run.name), &serde_json::to_value(result).unwrap(), &theirs, &mut failures);
+        let theirs = harness_agent_output(&outputs.join("agent_outputs").join(format!("{stem}_agent.json")));
+        differences(&format!("{}/{stem} agent", run.name), agent, &theirs, &mut failures);
+        let mut theirs = harness_judge_output(&outputs.join("judge_outputs").join(format!("{stem}_judge.json")));
+        let mut ours = judge.clone();
+        without_error_reasoning(&mut theirs);
+        without_error_reasoning(&mut ours);
+        differences(&format!("{}/{stem} judge", run.name), &ours, &theirs, &mut failures);
+    }
+
+    // The report is built from the eval files sorted by name.
+    let mut by_file: Vec<(String, EvalResult)> = scored
+        .into_iter()
+        .map(|(stem, result, _, _)| {
+            let (task, config) = stem.split_at(result.task_id.len() + 1);
+            (eval_result_file_name(task.trim_end_matches('_'), config), result)
+        })
+        .collect();
+    by_file.sort_by(|a, b| a.0.cmp(&b.0));
+    let results: Vec<EvalResult> = by_file.into_iter().map(|(_, r)| r).collect();
+    let report = serde_json::to_value(eval_report(&results)).unwrap();
+    let mut theirs = read_json(&outputs.join("eval_report.json"));
+    let records = theirs.as_object_mut().unwrap().remove("records").unwrap();
+    theirs.as_object_mut().unwrap().remove("run_date");
+    assert_eq!(records.as_array().unwrap().len(), results.len());
+    exact_report_differences(&format!("{} report", run.name), &report, &theirs, &mut failures);
+    assert!(failures.is_empty(), "{} differences from the harness:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Aggregates must equal the harness's rounded cells exactly.
+fn exact_report_differences(path: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
+    match (ours, theirs) {
+        (Value::Number(a), Value::Number(b)) => {
+            if a.as_f64() != b.as_f64() {
+                out.push(format!("{path}: ours {a}, harness {b}"));
+            }
+        }
+        (Value::Object(a), Value::Object(b)) => {
+            for key in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
+                match (a.get(key), b.get(key)) {
+                    (Some(x), Some(y)) => exact_report_differences(&format!("{path}.{key}"), x, y, out),
+                    (x, y) => out.push(format!("{path}.{key}: ours {x:?}, harness {y:?}")),
+                }
+            }
+        }
+        (a, b) if a == b => {}
+        (a, b) => out.push(format!("{path}: ours {a}, harness {b}")),
+    }
+}
+
+#[test]
+fn embeddings_run_matches_the_harness() {
+    let vectors = Vectors::load();
+    let runs = runs();
+    check_run(&runs[0], Similarity::Embeddings(&vectors));
+}
+
+#[test]
+fn lexical_run_matches_the_harness() {
+    let runs = runs();
+    check_run(&runs[1], Similarity::Lexical);
+}
