@@ -217,8 +217,9 @@ pub fn agent_comments(parsed: &Value, task_id: &str, config_name: &str, added: &
     out
 }
 
-/// `"body"` then optional whitespace then `:`, or "```json" in any case.
-fn looks_structured(raw: &str) -> bool {
+/// Whether an answer "looks structured": `"body"` then optional whitespace then `:`, or
+/// "```json" in any case.
+pub fn looks_structured(raw: &str) -> bool {
     let text = python::strip(raw);
     if text.is_empty() {
         return false;
