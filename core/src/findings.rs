@@ -2192,22 +2192,22 @@ mod tests {
         assert_eq!(parse_json_findings(text).unwrap(), harness);
         // review.md's forgiving reading also takes `path`, `start_line` and severity words.
         let findings = vec![
-                Finding {
-                    rank: 1,
-                    body: "Off-by-one".into(),
-                    file: Some("src/a.py".into()),
-                    line: Some(42),
-                    severity: Some(Severity::P1)
-                },
-                Finding {
-                    rank: 2,
-                    body: "Leak".into(),
-                    file: Some("src/b.py".into()),
-                    line: Some(7),
-                    severity: Some(Severity::P0)
-                },
-                Finding { rank: 3, body: "Nit".into(), file: None, line: Some(3), severity: None },
-            ];
+            Finding {
+                rank: 1,
+                body: "Off-by-one".into(),
+                file: Some("src/a.py".into()),
+                line: Some(42),
+                severity: Some(Severity::P1),
+            },
+            Finding {
+                rank: 2,
+                body: "Leak".into(),
+                file: Some("src/b.py".into()),
+                line: Some(7),
+                severity: Some(Severity::P0),
+            },
+            Finding { rank: 3, body: "Nit".into(), file: None, line: Some(3), severity: None },
+        ];
         let review = parse_review(text);
         assert_eq!(review.format, ReviewFormat::Json);
         assert_eq!(review.findings, findings);

@@ -12,8 +12,8 @@ use lightsout_core::swe_prbench::harness::agent::DEFAULT_AGENT_MAX_TOKENS;
 use lightsout_core::swe_prbench::harness::layout::full_config_name;
 use lightsout_core::swe_prbench::harness::report::eval_result_file_name;
 use lightsout_core::swe_prbench::harness::{
-    eval_report, evaluate_record, judge_output, judge_skipped, run_agent, BenchmarkLayout, Embedder, EvalResult,
-    Similarity,
+    eval_report, evaluate_record, judge_output, judge_skipped, run_agent, BenchmarkLayout, Departures, Embedder,
+    EvalResult, Scoring, Similarity,
 };
 use serde_json::Value;
 
@@ -99,7 +99,11 @@ fn runs() -> Vec<Run> {
     vec![
         Run {
             name: "embeddings",
-            layout: BenchmarkLayout::new(dataset.join("prs.jsonl"), dataset.join("contexts"), dataset.join("annotations")),
+            layout: BenchmarkLayout::new(
+                dataset.join("prs.jsonl"),
+                dataset.join("contexts"),
+                dataset.join("annotations"),
+            ),
             configs: ["A", "config_B", "config_C_full_context"].map(String::from).to_vec(),
         },
         Run {
@@ -136,11 +140,17 @@ fn score_run(run: &Run, similarity: Similarity) -> Vec<(String, EvalResult, Valu
                     .judge
                     .pop_front()
                     .unwrap_or_else(|| panic!("{task_id}/{full}: a judge call without a recorded answer"));
-                judge_output(answer_of(answer).as_deref().map_err(Clone::clone), &agent, &input.human_comments)
+                let answer = answer_of(answer);
+                judge_output(
+                    answer.as_deref().map_err(Clone::clone),
+                    &agent,
+                    &input.human_comments,
+                    &Departures::default(),
+                )
             } else {
                 judge_skipped(&input.human_comments)
             };
-            let result = evaluate_record(&input, &agent, &judge, similarity, MODEL_LABEL);
+            let result = evaluate_record(&input, &agent, &judge, &Scoring::harness(similarity, MODEL_LABEL));
             let stem = format!("{task_id}_{full}");
             out.push((stem, result, serde_json::to_value(&agent).unwrap(), serde_json::to_value(&judge).unwrap()));
         }

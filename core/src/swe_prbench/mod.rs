@@ -54,8 +54,8 @@
 //! breaks, path comparison, float tolerance at thresholds, how unreadable judge entries count).
 
 mod aggregate;
-pub mod harness;
 mod diff;
+pub mod harness;
 mod judge;
 mod matching;
 mod pr;

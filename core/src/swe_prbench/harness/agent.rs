@@ -125,7 +125,8 @@ fn remove_fences(text: &str, ignore_case: bool) -> String {
     while let Some(at) = rest.find("```") {
         out.push_str(&rest[..at]);
         let after = &rest[at + 3..];
-        let json_tag = after.get(..4).is_some_and(|t| if ignore_case { t.eq_ignore_ascii_case("json") } else { t == "json" });
+        let json_tag =
+            after.get(..4).is_some_and(|t| if ignore_case { t.eq_ignore_ascii_case("json") } else { t == "json" });
         rest = if json_tag { &after[4..] } else { after };
     }
     out.push_str(rest);
@@ -139,7 +140,10 @@ pub(super) fn remove_fences_case_sensitive(text: &str) -> String {
 
 /// The JSON values that decode at each position of `text` holding one of `open`, in order.
 fn values_at(text: &str, open: &[char]) -> Vec<Value> {
-    text.char_indices().filter(|(_, c)| open.contains(c)).filter_map(|(i, _)| python::decode_prefix(&text[i..])).collect()
+    text.char_indices()
+        .filter(|(_, c)| open.contains(c))
+        .filter_map(|(i, _)| python::decode_prefix(&text[i..]))
+        .collect()
 }
 
 /// The JSON value of an agent answer (see the module docs), or the harness's error text.
@@ -166,10 +170,8 @@ pub fn parse_agent_json(raw: &str) -> Result<Value, String> {
             _ => {}
         }
     }
-    let fragments: Vec<Value> = values_at(unfenced, &['{'])
-        .into_iter()
-        .filter(|v| matches!(v.get("body"), Some(Value::String(_))))
-        .collect();
+    let fragments: Vec<Value> =
+        values_at(unfenced, &['{']).into_iter().filter(|v| matches!(v.get("body"), Some(Value::String(_)))).collect();
     if fragments.is_empty() {
         Err(UNPARSEABLE.to_string())
     } else {
@@ -224,9 +226,9 @@ pub fn looks_structured(raw: &str) -> bool {
     if text.is_empty() {
         return false;
     }
-    let body_key = text.match_indices("\"body\"").any(|(at, key)| {
-        text[at + key.len()..].trim_start_matches(|c: char| c.is_whitespace()).starts_with(':')
-    });
+    let body_key = text
+        .match_indices("\"body\"")
+        .any(|(at, key)| text[at + key.len()..].trim_start_matches(|c: char| c.is_whitespace()).starts_with(':'));
     body_key || text.to_lowercase().contains("```json")
 }
 
@@ -285,10 +287,9 @@ pub fn run_agent(
     };
     match agent_output_from_answer(input, &retry) {
         Ok(output) => output,
-        Err(retry_error) => parse_failure(
-            retry,
-            format!("initial_parse_error={first_error}; retry_parse_error={retry_error}"),
-        ),
+        Err(retry_error) => {
+            parse_failure(retry, format!("initial_parse_error={first_error}; retry_parse_error={retry_error}"))
+        }
     }
 }
 

@@ -256,7 +256,11 @@ impl BenchmarkLayout {
             repo: truthy_text("repo").unwrap_or_else(|| text(&record, "repo")),
             config_name: truthy_text("config_name").unwrap_or(full),
             rendered_context: text(&context, "rendered"),
-            total_tokens: context.get("total_tokens").filter(|v| python::truthy(v)).and_then(python::int_of).unwrap_or(0),
+            total_tokens: context
+                .get("total_tokens")
+                .filter(|v| python::truthy(v))
+                .and_then(python::int_of)
+                .unwrap_or(0),
             pipeline_version: text(&context, "pipeline_version"),
             difficulty: text(&record, "difficulty"),
             pr_type: text(&record, "pr_type"),

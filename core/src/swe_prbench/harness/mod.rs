@@ -11,10 +11,13 @@
 //!   ([`EvalResult`]), with similarities from [`similarity`];
 //! - [`report`]: the aggregates of `eval_report.json`.
 //!
+//! Lightsout's own readings are options of [`Departures`], all off by default.
+//!
 //! Python semantics the harness relies on (`int()`, `str()`, truthiness, `round()`, JSON
 //! decoding) are in [`python`].
 
 pub mod agent;
+pub mod departures;
 pub mod layout;
 pub mod python;
 pub mod record;
@@ -22,9 +25,13 @@ pub mod report;
 pub mod similarity;
 pub mod verdict;
 
+#[cfg(test)]
+mod tests;
+
 pub use agent::{run_agent, AgentCall, AgentCallKind, AgentComment, AgentOutput};
+pub use departures::Departures;
 pub use layout::{BenchmarkLayout, EvalInput, LayoutError};
 pub use record::{evaluate_record, EvalResult};
 pub use report::{eval_report, EvalReport};
-pub use similarity::{Embedder, Similarity};
+pub use similarity::{Embedder, Scoring, Similarity};
 pub use verdict::{judge_output, judge_skipped, JudgeOutput};

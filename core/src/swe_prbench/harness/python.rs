@@ -157,7 +157,9 @@ pub fn strip(text: &str) -> &str {
 /// Python `str.splitlines()`: splits at `\n`, `\r\n`, `\r`, `\x0b`, `\x0c`, `\x1c`–`\x1e`,
 /// U+0085, U+2028 and U+2029; no empty last line for a trailing break.
 pub fn splitlines(text: &str) -> Vec<&str> {
-    let is_break = |c: char| matches!(c, '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}');
+    let is_break = |c: char| {
+        matches!(c, '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+    };
     let mut lines = Vec::new();
     let mut start = 0;
     let mut chars = text.char_indices().peekable();

@@ -22,8 +22,9 @@ use serde_json::{Map, Value};
 use super::agent::{AgentComment, AgentOutput};
 use super::layout::{EvalInput, CONFIG_C};
 use super::python;
-use super::similarity::{cos_sim, cosine, lexical_similarity, Similarity};
+use super::similarity::{cos_sim, cosine, Scoring, Similarity};
 use super::verdict::{human_id, JudgeOutput};
+use crate::swe_prbench::matching::same_file;
 
 /// Stage-2 pairs below this affinity are not matches.
 pub const AFFINITY_THRESHOLD: f64 = 0.3;
@@ -115,14 +116,14 @@ impl PairTable {
         self.0.get(&(agent.to_string(), human.to_string())).copied().unwrap_or(0.0)
     }
 
-    fn build(agent: &IndexMap<String, String>, human: &IndexMap<String, String>, similarity: Similarity) -> PairTable {
+    fn build(agent: &IndexMap<String, String>, human: &IndexMap<String, String>, scoring: &Scoring) -> PairTable {
         let mut out = HashMap::new();
         if agent.is_empty() || human.is_empty() {
             return PairTable(out);
         }
         let agent_texts: Vec<&str> = agent.values().map(String::as_str).collect();
         let human_texts: Vec<&str> = human.values().map(String::as_str).collect();
-        let embedded = match similarity {
+        let embedded = match scoring.similarity {
             Similarity::Embeddings(embedder) => embedder
                 .encode(&agent_texts)
                 .and_then(|a| embedder.encode(&human_texts).map(|h| (a, h)))
@@ -134,7 +135,7 @@ impl PairTable {
             for (j, h_id) in human.keys().enumerate() {
                 let value = match &embedded {
                     Some((a, h)) => cosine(&a[i], &h[j]),
-                    None => lexical_similarity(agent_texts[i], human_texts[j]),
+                    None => scoring.lexical(agent_texts[i], human_texts[j]),
                 };
                 out.insert((a_id.clone(), h_id.clone()), value);
             }
@@ -143,11 +144,12 @@ impl PairTable {
     }
 }
 
-fn affinity(similarity: f64, agent: &AgentComment, human: &Map<String, Value>) -> f64 {
+fn affinity(similarity: f64, agent: &AgentComment, human: &Map<String, Value>, normalise_paths: bool) -> f64 {
     let mut score = similarity;
     let agent_file = agent.file_reference.clone().unwrap_or_default();
     let human_file = human.get("file").filter(|v| python::truthy(v)).map(python::str_of).unwrap_or_default();
-    if !agent_file.is_empty() && !human_file.is_empty() && agent_file == human_file {
+    let same = if normalise_paths { same_file(&agent_file, &human_file) } else { agent_file == human_file };
+    if !agent_file.is_empty() && !human_file.is_empty() && same {
         score += 0.15;
         let human_line = human.get("line").filter(|v| !v.is_null());
         if let (Some(a), Some(h)) = (agent.line_reference, human_line) {
@@ -175,7 +177,7 @@ struct Normalized {
     clusters: usize,
 }
 
-fn normalize(input: &EvalInput, agent: &AgentOutput, judge: &JudgeOutput, similarity: Similarity) -> Normalized {
+fn normalize(input: &EvalInput, agent: &AgentOutput, judge: &JudgeOutput, scoring: &Scoring) -> Normalized {
     let agent_by_id: IndexMap<String, &AgentComment> =
         agent.comments.iter().map(|c| (c.comment_id.clone(), c)).collect();
     let agent_text: IndexMap<String, String> =
@@ -194,7 +196,7 @@ fn normalize(input: &EvalInput, agent: &AgentOutput, judge: &JudgeOutput, simila
         judged_class.insert(&entry.comment_id, &entry.classification);
         judged_actionability.insert(&entry.comment_id, entry.actionability_score);
     }
-    let table = PairTable::build(&agent_text, &human_text, similarity);
+    let table = PairTable::build(&agent_text, &human_text, scoring);
 
     let mut stage1: Vec<(f64, i64, &str, &str)> = judge
         .agent_classifications
@@ -221,14 +223,16 @@ fn normalize(input: &EvalInput, agent: &AgentOutput, judge: &JudgeOutput, simila
 
     let mut stage2: Vec<(f64, &str, &str)> = Vec::new();
     for a_id in agent_text.keys() {
-        if used_agents.contains(&a_id.as_str()) {
+        let judged_fabricated = judged_class.get(a_id.as_str()).is_some_and(|c| *c == "FABRICATED");
+        if used_agents.contains(&a_id.as_str()) || (scoring.departures.paper_stage_two && judged_fabricated) {
             continue;
         }
         for h_id in &human_ids {
             if used_humans.contains(&h_id.as_str()) {
                 continue;
             }
-            let value = affinity(table.get(a_id, h_id), agent_by_id[a_id], human_by_id[h_id]);
+            let normalise_paths = scoring.departures.normalise_paths;
+            let value = affinity(table.get(a_id, h_id), agent_by_id[a_id], human_by_id[h_id], normalise_paths);
             if value >= AFFINITY_THRESHOLD {
                 stage2.push((value, a_id, h_id));
             }
@@ -264,18 +268,18 @@ fn normalize(input: &EvalInput, agent: &AgentOutput, judge: &JudgeOutput, simila
             *status = true;
         }
     }
-    Normalized { pairs, classes, caught, clusters: count_clusters(&agent.comments, similarity) }
+    Normalized { pairs, classes, caught, clusters: count_clusters(&agent.comments, scoring) }
 }
 
-fn count_clusters(comments: &[AgentComment], similarity: Similarity) -> usize {
+fn count_clusters(comments: &[AgentComment], scoring: &Scoring) -> usize {
     let texts: Vec<&str> = comments.iter().map(|c| c.body.as_str()).collect();
-    let embedded = match similarity {
+    let embedded = match scoring.similarity {
         Similarity::Embeddings(embedder) => embedder.encode(&texts).ok().filter(|v| v.len() == texts.len()),
         Similarity::Lexical => None,
     };
     let compare = |i: usize, j: usize| match &embedded {
         Some(vectors) => cosine(&vectors[i], &vectors[j]),
-        None => lexical_similarity(texts[i], texts[j]),
+        None => scoring.lexical(texts[i], texts[j]),
     };
     let mut firsts: Vec<usize> = Vec::new();
     for i in 0..texts.len() {
@@ -334,7 +338,8 @@ fn severity_accuracy(input: &EvalInput, agent: &AgentOutput, pairs: &[(String, S
     let mut total = 0;
     for (a_id, h_id, _, _) in pairs {
         // The harness looks the human severity up by the raw annotation id: only string ids match.
-        let human = input.human_comments.iter().rev().find(|c| c.get("comment_id") == Some(&Value::String(h_id.clone())));
+        let human =
+            input.human_comments.iter().rev().find(|c| c.get("comment_id") == Some(&Value::String(h_id.clone())));
         let Some(human_severity) = human.and_then(|c| c.get("severity")).filter(|s| python::truthy(s)) else {
             continue;
         };
@@ -393,7 +398,7 @@ impl Scores {
         agent: &AgentOutput,
         judge: &JudgeOutput,
         normalized: &Normalized,
-        similarity: Similarity,
+        scoring: &Scoring,
     ) -> Scores {
         let total_human = input.human_comments.len();
         let total_agent = agent.comments.len();
@@ -422,14 +427,19 @@ impl Scores {
             (0.0, 0.0)
         } else {
             let agreed_stored = stored.iter().filter(|s| **s >= AGREEMENT_THRESHOLD).count();
-            match pair_similarities(&normalized.pairs, agent, input, similarity) {
+            let floor = |s: f64| if scoring.departures.alignment_floor { s.max(0.0) } else { s };
+            match pair_similarities(&normalized.pairs, agent, input, scoring.similarity) {
                 Ok(sims) => {
                     let kept: Vec<f64> = sims.iter().flatten().copied().collect();
+                    let floored: Vec<f64> = kept.iter().copied().map(floor).collect();
                     let agreed = kept.iter().filter(|s| **s >= AGREEMENT_THRESHOLD).count();
-                    let alignment = if kept.is_empty() { 0.0 } else { mean(&kept) };
+                    let alignment = if kept.is_empty() { 0.0 } else { mean(&floored) };
                     (alignment, agreed as f64 / stored.len() as f64)
                 }
-                Err(agreed_before) => (mean(&stored), (agreed_before + agreed_stored) as f64 / stored.len() as f64),
+                Err(agreed_before) => {
+                    let floored: Vec<f64> = stored.iter().copied().map(floor).collect();
+                    (mean(&floored), (agreed_before + agreed_stored) as f64 / stored.len() as f64)
+                }
             }
         };
         let adjacency = if matches!(input.difficulty.as_str(), "Type2_Contextual" | "Type3_Latent_Candidate")
@@ -463,7 +473,9 @@ impl Scores {
     /// `assembler.py:compute_overall_score` (efficiency equals precision).
     fn composite(&self, confirmed: usize) -> f64 {
         let actionability = if confirmed == 0 { self.actionability * 0.2 } else { self.actionability };
-        let mut value = (0.4 * self.recall) + (0.25 * self.precision) + (0.15 * self.alignment)
+        let mut value = (0.4 * self.recall)
+            + (0.25 * self.precision)
+            + (0.15 * self.alignment)
             + (0.10 * actionability)
             + (0.05 * self.precision)
             - (0.25 * self.hallucination)
@@ -476,20 +488,13 @@ impl Scores {
     }
 }
 
-/// One record's result from its input, agent output and judge output. `model` is the
-/// `<agent>::judge=<judge>` label.
-pub fn evaluate_record(
-    input: &EvalInput,
-    agent: &AgentOutput,
-    judge: &JudgeOutput,
-    similarity: Similarity,
-    model: &str,
-) -> EvalResult {
-    let normalized = normalize(input, agent, judge, similarity);
+/// One record's result from its input, agent output and judge output.
+pub fn evaluate_record(input: &EvalInput, agent: &AgentOutput, judge: &JudgeOutput, scoring: &Scoring) -> EvalResult {
+    let normalized = normalize(input, agent, judge, scoring);
     let total_agent = agent.comments.len();
     let total_human = input.human_comments.len();
     let scores = if agent.parse_success {
-        Scores::compute(input, agent, judge, &normalized, similarity)
+        Scores::compute(input, agent, judge, &normalized, scoring)
     } else {
         Scores::parse_failure()
     };
@@ -500,7 +505,7 @@ pub fn evaluate_record(
         task_id: input.task_id.clone(),
         pr_number: input.pr_number,
         config_name: input.config_name.clone(),
-        model: model.to_string(),
+        model: scoring.model.to_string(),
         pipeline_version: input.pipeline_version.clone(),
         difficulty: input.difficulty.clone(),
         language: input.language.clone(),

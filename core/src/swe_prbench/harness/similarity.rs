@@ -4,6 +4,9 @@
 
 use std::collections::HashSet;
 
+use super::departures::Departures;
+use crate::swe_prbench::{cosine as term_cosine, lexical_vectors};
+
 /// Something that embeds texts (one vector per text, in order), or fails.
 pub trait Embedder {
     fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<f64>>, String>;
@@ -16,6 +19,33 @@ pub enum Similarity<'a> {
     Lexical,
     /// Embeddings; any failure falls back to Jaccard for that computation, as the harness does.
     Embeddings(&'a dyn Embedder),
+}
+
+/// How one record is scored: similarity source, departures, and the `<agent>::judge=<judge>`
+/// label of the results.
+#[derive(Clone, Copy)]
+pub struct Scoring<'a> {
+    pub similarity: Similarity<'a>,
+    pub departures: Departures,
+    pub model: &'a str,
+}
+
+impl<'a> Scoring<'a> {
+    /// Exactly the harness.
+    pub fn harness(similarity: Similarity<'a>, model: &'a str) -> Scoring<'a> {
+        Scoring { similarity, departures: Departures::default(), model }
+    }
+
+    /// The lexical similarity in force: Jaccard, or the term-count cosine when that departure
+    /// is on.
+    pub fn lexical(&self, a: &str, b: &str) -> f64 {
+        if self.departures.lexical_cosine {
+            let vectors = lexical_vectors(&[a.to_string(), b.to_string()]);
+            term_cosine(&vectors[0], &vectors[1])
+        } else {
+            lexical_similarity(a, b)
+        }
+    }
 }
 
 fn tokens(text: &str) -> HashSet<String> {

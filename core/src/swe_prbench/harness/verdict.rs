@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::agent::{remove_fences_case_sensitive, AgentOutput};
+use super::departures::Departures;
 use super::python;
 
 /// The judge prompt version the harness records.
@@ -66,7 +67,11 @@ pub fn human_id(comment: &Map<String, Value>) -> String {
 fn all_missed(humans: &[Map<String, Value>]) -> Vec<HumanCommentStatus> {
     humans
         .iter()
-        .map(|c| HumanCommentStatus { comment_id: human_id(c), status: "MISSED".into(), matched_agent_comment_id: None })
+        .map(|c| HumanCommentStatus {
+            comment_id: human_id(c),
+            status: "MISSED".into(),
+            matched_agent_comment_id: None,
+        })
         .collect()
 }
 
@@ -94,8 +99,19 @@ pub fn judge_skipped(humans: &[Map<String, Value>]) -> JudgeOutput {
 }
 
 /// The judge output for one call's result: the answer's text, or the provider error's text.
-pub fn judge_output(answer: Result<&str, String>, agent: &AgentOutput, humans: &[Map<String, Value>]) -> JudgeOutput {
-    match answer.and_then(parse_judge_object) {
+pub fn judge_output(
+    answer: Result<&str, String>,
+    agent: &AgentOutput,
+    humans: &[Map<String, Value>],
+    departures: &Departures,
+) -> JudgeOutput {
+    let parsed = answer.and_then(parse_judge_object).and_then(|object| {
+        match departures.fall_back_on_incomplete_judge_answers.then(|| incompleteness(&object, agent, humans)) {
+            Some(Some(gap)) => Err(format!("incomplete judge answer: {gap}")),
+            _ => Ok(object),
+        }
+    });
+    match parsed {
         Ok(object) => {
             let mut agent_classifications = classifications(object.get("agent_classifications"));
             let mut human_comment_statuses = statuses(object.get("human_comment_statuses"));
@@ -117,6 +133,35 @@ pub fn judge_output(answer: Result<&str, String>, agent: &AgentOutput, humans: &
             judge_prompt_version: format!("{JUDGE_PROMPT_VERSION}{FALLBACK_SUFFIX}"),
         },
     }
+}
+
+/// What makes an answer incomplete for [`Departures::fall_back_on_incomplete_judge_answers`]:
+/// an entry that is dropped or names an unknown comment, a CONFIRMED naming no ground-truth
+/// comment, or an agent comment without a usable entry.
+fn incompleteness(object: &Map<String, Value>, agent: &AgentOutput, humans: &[Map<String, Value>]) -> Option<String> {
+    let items = match object.get("agent_classifications") {
+        Some(Value::Array(items)) => items.as_slice(),
+        _ => &[],
+    };
+    let usable = classifications(object.get("agent_classifications"));
+    if usable.len() < items.len() {
+        return Some(format!("{} of {} entries are unusable", items.len() - usable.len(), items.len()));
+    }
+    let human_ids: Vec<String> = humans.iter().map(human_id).collect();
+    for entry in &usable {
+        if !agent.comments.iter().any(|c| c.comment_id == entry.comment_id) {
+            return Some(format!("an entry names the unknown comment {:?}", entry.comment_id));
+        }
+        let names_human = entry.matched_human_comment_id.as_ref().is_some_and(|h| human_ids.contains(h));
+        if entry.classification == "CONFIRMED" && !names_human {
+            return Some(format!("{} is CONFIRMED without a ground-truth comment", entry.comment_id));
+        }
+    }
+    agent
+        .comments
+        .iter()
+        .find(|c| !usable.iter().any(|e| e.comment_id == c.comment_id))
+        .map(|c| format!("no entry for {}", c.comment_id))
 }
 
 /// The answer's JSON object (see the module docs), or why not.
@@ -233,7 +278,7 @@ mod tests {
             {"comment_id": "d", "classification": "PLAUSIBLE", "actionability_score": "high"},
             {"comment_id": "e", "classification": "PARTIAL", "actionability_score": 0},
             {"comment_id": "f", "classification": "PLAUSIBLE", "actionability_score": 0}]}"#;
-        let out = judge_output(Ok(answer), &agent_with(&["a"]), &[]);
+        let out = judge_output(Ok(answer), &agent_with(&["a"]), &[], &Departures::default());
         let scores: Vec<i64> = out.agent_classifications.iter().map(|c| c.actionability_score).collect();
         assert_eq!(scores, vec![4, 4, 5, 3, 1]);
         assert_eq!(out.agent_classifications[0].classification, "CONFIRMED");
@@ -242,7 +287,8 @@ mod tests {
 
     #[test]
     fn only_unusable_entries_default_to_plausible_without_penalty() {
-        let out = judge_output(Ok(r#"{"agent_classifications": [{"classification": "PARTIAL"}]}"#), &agent_with(&["a"]), &[]);
+        let answer = r#"{"agent_classifications": [{"classification": "PARTIAL"}]}"#;
+        let out = judge_output(Ok(answer), &agent_with(&["a"]), &[], &Departures::default());
         assert_eq!(out.agent_classifications[0].reasoning.as_deref(), Some("fallback_default"));
         assert!(!out.fallback_used());
     }
@@ -250,7 +296,8 @@ mod tests {
     #[test]
     fn unreadable_answers_and_errors_fall_back() {
         for answer in [Ok("no json"), Ok("[1, 2]"), Err("HTTP 400".to_string())] {
-            let out = judge_output(answer.as_deref().map_err(Clone::clone), &agent_with(&["a"]), &[]);
+            let answer = answer.as_deref().map_err(Clone::clone);
+            let out = judge_output(answer, &agent_with(&["a"]), &[], &Departures::default());
             assert!(out.fallback_used());
             assert_eq!(out.agent_classifications[0].actionability_score, 3);
         }
