@@ -79,8 +79,12 @@ pub fn normalise_severity(text: &str) -> Option<Severity> {
 pub enum ReviewFormat {
     Markdown,
     Json,
-    /// The review is blank (empty or whitespace only).
+    /// The review is blank (empty or whitespace only), or, for the SWE-PRBench prompt, an
+    /// answer without comments (`[]`).
     Empty,
+    /// A SWE-PRBench answer that does not parse ([`parse_swe_prbench_answer`]); the first
+    /// warning says why.
+    Unparseable,
 }
 
 /// A review parsed into findings.
@@ -164,6 +168,26 @@ pub fn parse_review(text: &str) -> ParsedReview {
     }
     warnings.extend(markdown.warnings);
     ParsedReview { findings: markdown.findings, format: ReviewFormat::Markdown, words, warnings }
+}
+
+/// The review of an agent given the SWE-PRBench prompt: the one reading of its answer, used both
+/// by the single-shot harness to decide whether to ask again and for `findings.json`. Comments
+/// per [`parse_json_findings`]: some → [`ReviewFormat::Json`]; none → [`ReviewFormat::Empty`]; a
+/// parse error → [`ReviewFormat::Unparseable`] with the error as the first warning.
+pub fn parse_swe_prbench_answer(text: &str) -> ParsedReview {
+    let words = text.split_whitespace().count();
+    match parse_json_findings(text) {
+        Ok(findings) if findings.is_empty() => {
+            ParsedReview { findings, format: ReviewFormat::Empty, words, warnings: Vec::new() }
+        }
+        Ok(findings) => ParsedReview { findings, format: ReviewFormat::Json, words, warnings: Vec::new() },
+        Err(error) => ParsedReview {
+            findings: Vec::new(),
+            format: ReviewFormat::Unparseable,
+            words,
+            warnings: vec![error.to_string()],
+        },
+    }
 }
 
 /// Decodes an agent's JSON answer for the SWE-PRBench protocol exactly as the benchmark's
@@ -2312,6 +2336,18 @@ mod tests {
         // Nothing decodes.
         assert_eq!(parse_json_findings("Findings: [ {\"body\": "), Err(JsonFindingsError::NotJson));
         assert_eq!(parse_json_findings("No issues found."), Err(JsonFindingsError::NotJson));
+    }
+
+    #[test]
+    fn swe_prbench_answers_have_one_reading() {
+        assert_eq!(parse_swe_prbench_answer("[{\"body\": \"x\"}]").format, ReviewFormat::Json);
+        assert_eq!(parse_swe_prbench_answer("[]").format, ReviewFormat::Empty);
+        assert_eq!(parse_swe_prbench_answer("  ").format, ReviewFormat::Empty);
+        let markdown = parse_swe_prbench_answer("1. **[P1]** `a.py:3` — the loop never ends.");
+        assert_eq!(markdown.format, ReviewFormat::Unparseable);
+        assert_eq!(markdown.warnings, vec![JsonFindingsError::NotJson.to_string()]);
+        // review.md's reading would have found a markdown finding here.
+        assert_eq!(parse_review("1. **[P1]** `a.py:3` — the loop never ends.").findings.len(), 1);
     }
 
     #[test]
