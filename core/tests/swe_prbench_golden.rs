@@ -8,14 +8,17 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
-use lightsout_core::swe_prbench::harness::agent::DEFAULT_AGENT_MAX_TOKENS;
+use lightsout_core::swe_prbench::harness::agent::{AgentCall, AgentCallKind, DEFAULT_AGENT_MAX_TOKENS};
+use lightsout_core::swe_prbench::harness::judge_diff::{judge_diff_snippet, JUDGE_DIFF_MAX_CHARS};
 use lightsout_core::swe_prbench::harness::layout::full_config_name;
 use lightsout_core::swe_prbench::harness::report::eval_result_file_name;
+use lightsout_core::swe_prbench::harness::verdict::JUDGE_MAX_TOKENS;
 use lightsout_core::swe_prbench::harness::{
     eval_report, evaluate_record, judge_output, judge_skipped, run_agent, BenchmarkLayout, Departures, Embedder,
     EvalResult, Scoring, Similarity,
 };
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 const MODEL_LABEL: &str = "golden_agent::judge=golden_judge";
 const TOLERANCE: f64 = 1e-9;
@@ -118,10 +121,71 @@ fn runs() -> Vec<Run> {
     ]
 }
 
+fn sha256(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// `calls.jsonl` of a run: the model calls the harness made, per (task, config letter), in order.
+fn harness_calls(run: &str) -> BTreeMap<(String, String), Vec<Value>> {
+    let path = kit().join("outputs").join(run).join("calls.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let mut calls: BTreeMap<(String, String), Vec<Value>> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let call: Value = serde_json::from_str(line).expect("calls.jsonl lines are JSON");
+        let key = (call["task_id"].as_str().unwrap().to_string(), call["config"].as_str().unwrap().to_string());
+        calls.entry(key).or_default().push(call);
+    }
+    calls
+}
+
+/// Our calls for one record must be the harness's: the same number of agent calls, each the
+/// first prompt (the rendered context itself) or the retry prompt (the context and a suffix), with
+/// the same token budget; and a judge call exactly when the harness made one, showing the same
+/// diff.
+fn check_calls(
+    record: &str,
+    ours: &[AgentCall],
+    judged: Option<&str>,
+    rendered: &str,
+    theirs: &[Value],
+    failures: &mut Vec<String>,
+) {
+    let of_kind = |kind: &str| theirs.iter().filter(move |c| c["kind"] == kind).collect::<Vec<_>>();
+    let agent_calls = of_kind("agent");
+    if agent_calls.len() != ours.len() {
+        failures.push(format!("{record}: {} agent calls, harness {}", ours.len(), agent_calls.len()));
+    }
+    for (i, (call, theirs)) in ours.iter().zip(&agent_calls).enumerate() {
+        let is_first = theirs["user_sha256"] == sha256(rendered).as_str();
+        let is_retry = theirs["user_prefix_chars"] == 0 && !is_first;
+        let same_kind = match call.kind {
+            AgentCallKind::First => is_first,
+            AgentCallKind::Retry => is_retry,
+        };
+        if !same_kind || theirs["max_tokens"] != call.max_tokens {
+            failures.push(format!("{record}: agent call {i} is {call:?}, harness {theirs}"));
+        }
+    }
+    let judge_calls = of_kind("judge");
+    match (judged, judge_calls.as_slice()) {
+        (None, []) => {}
+        (Some(diff), [theirs]) => {
+            if theirs["judge_diff_sha256"] != sha256(diff).as_str() || theirs["max_tokens"] != JUDGE_MAX_TOKENS {
+                failures
+                    .push(format!("{record}: judge diff of {} chars differs from the harness's {theirs}", diff.len()));
+            }
+        }
+        (judged, theirs) => {
+            failures.push(format!("{record}: judge called: ours {}, harness {} times", judged.is_some(), theirs.len()))
+        }
+    }
+}
+
 /// Every record of `run`, scored from the recorded answers: (file stem, result, agent output,
-/// judge output), in the harness's call order.
-fn score_run(run: &Run, similarity: Similarity) -> Vec<(String, EvalResult, Value, Value)> {
+/// judge output), in the harness's call order; differences in the calls made go to `failures`.
+fn score_run(run: &Run, similarity: Similarity, failures: &mut Vec<String>) -> Vec<(String, EvalResult, Value, Value)> {
     let mut replay = load_replay();
+    let calls = harness_calls(run.name);
     let mut out = Vec::new();
     for task_id in run.layout.discover_task_ids(&run.configs).expect("the golden dataset loads") {
         for config in &run.configs {
@@ -131,7 +195,9 @@ fn score_run(run: &Run, similarity: Similarity) -> Vec<(String, EvalResult, Valu
                 .get_mut(&(task_id.clone(), full.clone()))
                 .unwrap_or_else(|| panic!("no recorded answers for {task_id}/{full}"));
             let agent_answers = RefCell::new(&mut recorded.agent);
-            let agent = run_agent(&input, DEFAULT_AGENT_MAX_TOKENS, |_call| {
+            let mut agent_calls = Vec::new();
+            let agent = run_agent(&input, DEFAULT_AGENT_MAX_TOKENS, |call| {
+                agent_calls.push(call);
                 let next = agent_answers.borrow_mut().pop_front();
                 answer_of(next.unwrap_or_else(|| panic!("{task_id}/{full}: an agent call without a recorded answer")))
             });
@@ -150,6 +216,11 @@ fn score_run(run: &Run, similarity: Similarity) -> Vec<(String, EvalResult, Valu
             } else {
                 judge_skipped(&input.human_comments)
             };
+            let judged_diff = agent.parse_success.then(|| judge_diff_snippet(&input.diff_patch, JUDGE_DIFF_MAX_CHARS));
+            let letter = full.trim_start_matches("config_").chars().next().unwrap().to_string();
+            let theirs = calls.get(&(task_id.clone(), letter)).map(Vec::as_slice).unwrap_or_default();
+            let record = format!("{}/{task_id}/{full}", run.name);
+            check_calls(&record, &agent_calls, judged_diff.as_deref(), &input.rendered_context, theirs, failures);
             let result = evaluate_record(&input, &agent, &judge, &Scoring::harness(similarity, MODEL_LABEL));
             let stem = format!("{task_id}_{full}");
             out.push((stem, result, serde_json::to_value(&agent).unwrap(), serde_json::to_value(&judge).unwrap()));
@@ -225,9 +296,9 @@ fn without_error_reasoning(judge: &mut Value) {
 
 fn check_run(run: &Run, similarity: Similarity) {
     let outputs = kit().join("outputs").join(run.name);
-    let scored = score_run(run, similarity);
-    assert_eq!(scored.len(), 39, "{}: records", run.name);
     let mut failures = Vec::new();
+    let scored = score_run(run, similarity, &mut failures);
+    assert_eq!(scored.len(), 39, "{}: records", run.name);
     for (stem, result, agent, judge) in &scored {
         let theirs = read_json(&outputs.join("eval_results").join(format!("{stem}_eval.json")));
         differences(&format!("{}/{stem}", run.name), &serde_json::to_value(result).unwrap(), &theirs, &mut failures);

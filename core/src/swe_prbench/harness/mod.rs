@@ -18,6 +18,7 @@
 
 pub mod agent;
 pub mod departures;
+pub mod judge_diff;
 pub mod layout;
 pub mod python;
 pub mod record;
