@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use lightsout_core::swe_prbench::harness::agent::{AgentCall, AgentCallKind, DEFAULT_AGENT_MAX_TOKENS};
 use lightsout_core::swe_prbench::harness::judge_diff::{judge_diff_snippet, JUDGE_DIFF_MAX_CHARS};
+use lightsout_core::swe_prbench::harness::judge_message::judge_user_message;
 use lightsout_core::swe_prbench::harness::layout::full_config_name;
 use lightsout_core::swe_prbench::harness::report::eval_result_file_name;
 use lightsout_core::swe_prbench::harness::verdict::JUDGE_MAX_TOKENS;
@@ -140,12 +141,12 @@ fn harness_calls(run: &str) -> BTreeMap<(String, String), Vec<Value>> {
 
 /// Our calls for one record must be the harness's: the same number of agent calls, each the
 /// first prompt (the rendered context itself) or the retry prompt (the context and a suffix), with
-/// the same token budget; and a judge call exactly when the harness made one, showing the same
-/// diff.
+/// the same token budget; and a judge call exactly when the harness made one, with the same
+/// user message (and diff). `judged`: our judge's (diff, user message).
 fn check_calls(
     record: &str,
     ours: &[AgentCall],
-    judged: Option<&str>,
+    judged: Option<(&str, &str)>,
     rendered: &str,
     theirs: &[Value],
     failures: &mut Vec<String>,
@@ -169,10 +170,13 @@ fn check_calls(
     let judge_calls = of_kind("judge");
     match (judged, judge_calls.as_slice()) {
         (None, []) => {}
-        (Some(diff), [theirs]) => {
+        (Some((diff, message)), [theirs]) => {
             if theirs["judge_diff_sha256"] != sha256(diff).as_str() || theirs["max_tokens"] != JUDGE_MAX_TOKENS {
                 failures
                     .push(format!("{record}: judge diff of {} chars differs from the harness's {theirs}", diff.len()));
+            }
+            if theirs["user_sha256"] != sha256(message).as_str() {
+                failures.push(format!("{record}: judge message differs from the harness's:\n{message}"));
             }
         }
         (judged, theirs) => {
@@ -216,11 +220,14 @@ fn score_run(run: &Run, similarity: Similarity, failures: &mut Vec<String>) -> V
             } else {
                 judge_skipped(&input.human_comments)
             };
-            let judged_diff = agent.parse_success.then(|| judge_diff_snippet(&input.diff_patch, JUDGE_DIFF_MAX_CHARS));
+            let judged = agent.parse_success.then(|| {
+                (judge_diff_snippet(&input.diff_patch, JUDGE_DIFF_MAX_CHARS), judge_user_message(&input, &agent))
+            });
             let letter = full.trim_start_matches("config_").chars().next().unwrap().to_string();
             let theirs = calls.get(&(task_id.clone(), letter)).map(Vec::as_slice).unwrap_or_default();
             let record = format!("{}/{task_id}/{full}", run.name);
-            check_calls(&record, &agent_calls, judged_diff.as_deref(), &input.rendered_context, theirs, failures);
+            let judged = judged.as_ref().map(|(diff, message)| (diff.as_str(), message.as_str()));
+            check_calls(&record, &agent_calls, judged, &input.rendered_context, theirs, failures);
             let result = evaluate_record(&input, &agent, &judge, &Scoring::harness(similarity, MODEL_LABEL));
             let stem = format!("{task_id}_{full}");
             out.push((stem, result, serde_json::to_value(&agent).unwrap(), serde_json::to_value(&judge).unwrap()));

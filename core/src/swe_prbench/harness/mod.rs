@@ -19,6 +19,7 @@
 pub mod agent;
 pub mod departures;
 pub mod judge_diff;
+pub mod judge_message;
 pub mod layout;
 pub mod python;
 pub mod record;
