@@ -280,7 +280,7 @@ pub fn run_agent(
         Ok(output) => return output,
         Err(error) => error,
     };
-    let retry_tokens = agent_max_tokens.min(16384).max(1024);
+    let retry_tokens = agent_max_tokens.clamp(1024, 16384);
     let retry = match generate(AgentCallKind::Retry, RETRY_ATTEMPTS, retry_tokens, &mut call) {
         Ok(answer) => answer,
         Err(error) => return parse_failure(first, error),

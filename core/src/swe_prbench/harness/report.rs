@@ -118,7 +118,7 @@ fn most_common(rows: &[&EvalResult]) -> String {
     counts.iter().find(|(_, n)| **n == best).map(|(tag, _)| tag.to_string()).unwrap_or_else(|| "easy".to_string())
 }
 
-fn group<'a>(results: &'a [EvalResult], key: impl Fn(&EvalResult) -> String) -> IndexMap<String, Vec<&'a EvalResult>> {
+fn group(results: &[EvalResult], key: impl Fn(&EvalResult) -> String) -> IndexMap<String, Vec<&EvalResult>> {
     let mut groups: IndexMap<String, Vec<&EvalResult>> = IndexMap::new();
     for result in results {
         groups.entry(key(result)).or_default().push(result);
