@@ -131,11 +131,12 @@ impl PairTable {
                 .filter(|(a, h)| a.len() == agent_texts.len() && h.len() == human_texts.len()),
             Similarity::Lexical => None,
         };
+        let lexical = if embedded.is_none() { scoring.lexical_matrix(&agent_texts, &human_texts) } else { Vec::new() };
         for (i, a_id) in agent.keys().enumerate() {
             for (j, h_id) in human.keys().enumerate() {
                 let value = match &embedded {
                     Some((a, h)) => cosine(&a[i], &h[j]),
-                    None => scoring.lexical(agent_texts[i], human_texts[j]),
+                    None => lexical[i][j],
                 };
                 out.insert((a_id.clone(), h_id.clone()), value);
             }
@@ -277,9 +278,10 @@ fn count_clusters(comments: &[AgentComment], scoring: &Scoring) -> usize {
         Similarity::Embeddings(embedder) => embedder.encode(&texts).ok().filter(|v| v.len() == texts.len()),
         Similarity::Lexical => None,
     };
+    let lexical = if embedded.is_none() { scoring.lexical_matrix(&texts, &texts) } else { Vec::new() };
     let compare = |i: usize, j: usize| match &embedded {
         Some(vectors) => cosine(&vectors[i], &vectors[j]),
-        None => scoring.lexical(texts[i], texts[j]),
+        None => lexical[i][j],
     };
     let mut firsts: Vec<usize> = Vec::new();
     for i in 0..texts.len() {

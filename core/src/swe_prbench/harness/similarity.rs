@@ -36,15 +36,26 @@ impl<'a> Scoring<'a> {
         Scoring { similarity, departures: Departures::default(), model }
     }
 
-    /// The lexical similarity in force: Jaccard, or the term-count cosine when that departure
-    /// is on.
-    pub fn lexical(&self, a: &str, b: &str) -> f64 {
+    /// The lexical similarity in force of every (`rows[i]`, `columns[j]`): Jaccard, or the
+    /// term-count cosine when that departure is on. Each text is tokenised once.
+    pub fn lexical_matrix(&self, rows: &[&str], columns: &[&str]) -> Vec<Vec<f64>> {
         if self.departures.lexical_cosine {
-            let vectors = lexical_vectors(&[a.to_string(), b.to_string()]);
-            term_cosine(&vectors[0], &vectors[1])
-        } else {
-            lexical_similarity(a, b)
+            return rows
+                .iter()
+                .map(|a| {
+                    columns
+                        .iter()
+                        .map(|b| {
+                            let vectors = lexical_vectors(&[a.to_string(), b.to_string()]);
+                            term_cosine(&vectors[0], &vectors[1])
+                        })
+                        .collect()
+                })
+                .collect();
         }
+        let row_tokens: Vec<HashSet<String>> = rows.iter().map(|t| tokens(t)).collect();
+        let column_tokens: Vec<HashSet<String>> = columns.iter().map(|t| tokens(t)).collect();
+        row_tokens.iter().map(|a| column_tokens.iter().map(|b| jaccard(a, b)).collect()).collect()
     }
 }
 
@@ -58,12 +69,15 @@ fn tokens(text: &str) -> HashSet<String> {
 
 /// Jaccard of the token sets; 0 when either is empty.
 pub fn lexical_similarity(a: &str, b: &str) -> f64 {
-    let (ta, tb) = (tokens(a), tokens(b));
-    if ta.is_empty() || tb.is_empty() {
+    jaccard(&tokens(a), &tokens(b))
+}
+
+fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+    if a.is_empty() || b.is_empty() {
         return 0.0;
     }
-    let inter = ta.intersection(&tb).count();
-    let union = ta.union(&tb).count();
+    let inter = a.intersection(b).count();
+    let union = a.len() + b.len() - inter;
     inter as f64 / union as f64
 }
 
