@@ -79,8 +79,12 @@ pub fn normalise_severity(text: &str) -> Option<Severity> {
 pub enum ReviewFormat {
     Markdown,
     Json,
-    /// The review is blank (empty or whitespace only).
+    /// The review is blank (empty or whitespace only), or, for the SWE-PRBench prompt, an
+    /// answer without comments (`[]`).
     Empty,
+    /// A SWE-PRBench answer that does not parse ([`parse_swe_prbench_answer`]); the first
+    /// warning says why.
+    Unparseable,
 }
 
 /// A review parsed into findings.
@@ -95,9 +99,22 @@ pub struct ParsedReview {
     pub warnings: Vec<String>,
 }
 
-/// Why [`parse_json_findings`] found no comments.
+/// Why [`parse_json_findings`] could not read an answer (the reference harness's two parse
+/// errors, with its messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum JsonFindingsError {
+    /// Nothing in the text decodes as a comment list or a comment object.
+    #[error("Unable to parse agent JSON response: line 1 column 1 (char 0)")]
+    NotJson,
+    /// No comment could be taken from the answer, yet it looks structured (`"body":`, or a
+    /// ```` ```json ```` fence).
+    #[error("Agent response looked structured but no parseable comments were extracted.")]
+    NoComments,
+}
+
+/// Why a JSON-looking review could not be read by [`parse_review`] (its own, forgiving reading).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum ReviewJsonError {
     /// The text has no `[` or `{` at all.
     #[error("no JSON found")]
     NotJson,
@@ -153,15 +170,55 @@ pub fn parse_review(text: &str) -> ParsedReview {
     ParsedReview { findings: markdown.findings, format: ReviewFormat::Markdown, words, warnings }
 }
 
-/// Decodes an agent's JSON findings with SWE-PRBench's published parse order; see
-/// `decode_json_review` for the steps. Ranks are 1.. in the kept order.
+/// The review of an agent given the SWE-PRBench prompt: the one reading of its answer, used both
+/// by the single-shot harness to decide whether to ask again and for `findings.json`. Comments
+/// per [`parse_json_findings`]: some → [`ReviewFormat::Json`]; none → [`ReviewFormat::Empty`]; a
+/// parse error → [`ReviewFormat::Unparseable`] with the error as the first warning.
+pub fn parse_swe_prbench_answer(text: &str) -> ParsedReview {
+    let words = text.split_whitespace().count();
+    match parse_json_findings(text) {
+        Ok(findings) if findings.is_empty() => {
+            ParsedReview { findings, format: ReviewFormat::Empty, words, warnings: Vec::new() }
+        }
+        Ok(findings) => ParsedReview { findings, format: ReviewFormat::Json, words, warnings: Vec::new() },
+        Err(error) => ParsedReview {
+            findings: Vec::new(),
+            format: ReviewFormat::Unparseable,
+            words,
+            warnings: vec![error.to_string()],
+        },
+    }
+}
+
+/// Decodes an agent's JSON answer for the SWE-PRBench protocol exactly as the benchmark's
+/// reference harness does ([`crate::swe_prbench::harness::agent`]: `json.loads`, fences removed,
+/// the last list among the values at each `[`/`{`, loose `body` objects; at most 30 comments;
+/// severities `P0|P1|P2` only; `line` by Python `int()`). Ranks are 1.. in the kept order.
 ///
-/// An explicitly empty comment list (`[]`, or `{"comments": []}`) that is the whole answer or a
-/// fenced block's whole content is the agent saying "no findings": `Ok(vec![])`. Only output that
-/// looks structured yet yields nothing decodable is an error ([`JsonFindingsError::NoComments`]),
-/// so a scorer can tell "found nothing" from "answer unparseable".
+/// `Ok(vec![])` is a valid empty review (`[]`, blank text, prose without structure);
+/// [`JsonFindingsError::NotJson`] when nothing decodes, [`JsonFindingsError::NoComments`] when the
+/// answer yields no comment yet looks structured (`"body":` or a ```` ```json ```` fence): the
+/// harness's two parse errors, which make it ask once more with its retry prompt.
+///
+/// CRBugBench's [`parse_review`] keeps its own, more forgiving reading of JSON-looking reviews.
 pub fn parse_json_findings(text: &str) -> Result<Vec<Finding>, JsonFindingsError> {
-    decode_json_review(text).map(|review| review.findings)
+    use crate::swe_prbench::harness::agent::{agent_comments, looks_structured, parse_agent_json};
+    let parsed = parse_agent_json(text).map_err(|_| JsonFindingsError::NotJson)?;
+    let comments = agent_comments(&parsed, "", "", &Default::default());
+    if comments.is_empty() && looks_structured(text) {
+        return Err(JsonFindingsError::NoComments);
+    }
+    Ok(comments
+        .into_iter()
+        .enumerate()
+        .map(|(index, comment)| Finding {
+            rank: rank_of(index),
+            body: comment.body,
+            file: comment.file_reference,
+            line: comment.line_reference,
+            severity: comment.severity_claim.as_deref().and_then(normalise_severity),
+        })
+        .collect())
 }
 
 fn json_parsed(review: JsonReview, words: usize, mut warnings: Vec<String>) -> ParsedReview {
@@ -221,9 +278,9 @@ struct JsonReview {
 /// array inside prose (`returns []`, a `- [ ]` checkbox) is too ambiguous to mean "no findings".
 /// A non-empty list without a single usable item (`["a", "b"]`) does not stop the search.
 ///
-/// With nothing found: [`JsonFindingsError::NoComments`] when the text contains `[` or `{`,
-/// [`JsonFindingsError::NotJson`] otherwise.
-fn decode_json_review(text: &str) -> Result<JsonReview, JsonFindingsError> {
+/// With nothing found: [`ReviewJsonError::NoComments`] when the text contains `[` or `{`,
+/// [`ReviewJsonError::NotJson`] otherwise.
+fn decode_json_review(text: &str) -> Result<JsonReview, ReviewJsonError> {
     // Step 1: the whole text is JSON.
     if let Ok(value) = serde_json::from_str::<Value>(text.trim()) {
         if let Some(review) = from_container(&value, true) {
@@ -249,9 +306,9 @@ fn decode_json_review(text: &str) -> Result<JsonReview, JsonFindingsError> {
         return Ok(review);
     }
     if text.contains(['[', '{']) {
-        Err(JsonFindingsError::NoComments)
+        Err(ReviewJsonError::NoComments)
     } else {
-        Err(JsonFindingsError::NotJson)
+        Err(ReviewJsonError::NotJson)
     }
 }
 
@@ -2144,27 +2201,37 @@ mod tests {
             {"body": "Leak", "path": "src/b.py", "line": "7", "severity": "P0"},
             {"body": "Nit", "file": "", "start_line": 3.0, "severity": "whatever"}
         ]"#;
-        let findings = parse_json_findings(text).unwrap();
-        assert_eq!(
-            findings,
-            vec![
-                Finding {
-                    rank: 1,
-                    body: "Off-by-one".into(),
-                    file: Some("src/a.py".into()),
-                    line: Some(42),
-                    severity: Some(Severity::P1)
-                },
-                Finding {
-                    rank: 2,
-                    body: "Leak".into(),
-                    file: Some("src/b.py".into()),
-                    line: Some(7),
-                    severity: Some(Severity::P0)
-                },
-                Finding { rank: 3, body: "Nit".into(), file: None, line: Some(3), severity: None },
-            ]
-        );
+        // The harness reads `file`, `line` and `P0|P1|P2` only.
+        let harness = vec![
+            Finding {
+                rank: 1,
+                body: "Off-by-one".into(),
+                file: Some("src/a.py".into()),
+                line: Some(42),
+                severity: None,
+            },
+            Finding { rank: 2, body: "Leak".into(), file: None, line: Some(7), severity: Some(Severity::P0) },
+            Finding { rank: 3, body: "Nit".into(), file: None, line: None, severity: None },
+        ];
+        assert_eq!(parse_json_findings(text).unwrap(), harness);
+        // review.md's forgiving reading also takes `path`, `start_line` and severity words.
+        let findings = vec![
+            Finding {
+                rank: 1,
+                body: "Off-by-one".into(),
+                file: Some("src/a.py".into()),
+                line: Some(42),
+                severity: Some(Severity::P1),
+            },
+            Finding {
+                rank: 2,
+                body: "Leak".into(),
+                file: Some("src/b.py".into()),
+                line: Some(7),
+                severity: Some(Severity::P0),
+            },
+            Finding { rank: 3, body: "Nit".into(), file: None, line: Some(3), severity: None },
+        ];
         let review = parse_review(text);
         assert_eq!(review.format, ReviewFormat::Json);
         assert_eq!(review.findings, findings);
@@ -2196,11 +2263,13 @@ mod tests {
     fn json_prose_with_arrays_last_wins() {
         let text = "Draft: [{\"body\": \"first draft\"}]\n\
                     Final answer: [{\"body\": \"use arr[0] safely\", \"tags\": [\"x\"]}, {\"body\": \"second\"}]\nDone.";
-        let findings = parse_json_findings(text).unwrap();
-        assert_eq!(bodies_of(&findings), vec!["use arr[0] safely", "second"]);
-        assert_eq!(ranks_of(&findings), vec![1, 2]);
+        // The harness takes the last list among the values at *every* `[`: the nested `["x"]`,
+        // which holds no comment, and the answer looks structured.
+        assert_eq!(parse_json_findings(text), Err(JsonFindingsError::NoComments));
         let review = parse_review(text);
         assert_eq!(review.format, ReviewFormat::Json);
+        assert_eq!(bodies_of(&review.findings), vec!["use arr[0] safely", "second"]);
+        assert_eq!(ranks_of(&review.findings), vec![1, 2]);
     }
 
     fn ranks_of(findings: &[Finding]) -> Vec<u32> {
@@ -2221,10 +2290,14 @@ mod tests {
         let text = "First: {\"body\": \"a\", \"file\": \"x.py\", \"meta\": {\"body\": \"nested\"}}\n\
                     Then {\"note\": {\"body\": \"inner\"}} and a truncated list [{\"body\": \"b\"}, {\"body\": \"c";
         let findings = parse_json_findings(text).unwrap();
-        assert_eq!(bodies_of(&findings), vec!["a", "inner", "b"]);
+        // Every object with a string body, nested ones included (the harness's last resort).
+        assert_eq!(bodies_of(&findings), vec!["a", "nested", "inner", "b"]);
+        assert_eq!(bodies_of(&parse_review(text).findings), vec!["a", "inner", "b"]);
         assert_eq!(findings[0].file.as_deref(), Some("x.py"));
-        // A single object as the whole answer.
-        assert_eq!(bodies_of(&parse_json_findings(r#"{"body": "only"}"#).unwrap()), vec!["only"]);
+        // A single object as the whole answer is JSON, but not a list: no comment, and it looks
+        // structured.
+        assert_eq!(parse_json_findings(r#"{"body": "only"}"#), Err(JsonFindingsError::NoComments));
+        assert_eq!(bodies_of(&parse_review(r#"{"body": "only"}"#).findings), vec!["only"]);
     }
 
     #[test]
@@ -2242,20 +2315,39 @@ mod tests {
     #[test]
     fn json_items_without_body_are_skipped() {
         let text = r#"[{"file": "a.py"}, "text", {"body": "  "}, {"body": 3}, {"body": "real"}]"#;
+        // The harness takes `str(body)` of a number.
         let findings = parse_json_findings(text).unwrap();
-        assert_eq!(bodies_of(&findings), vec!["real"]);
+        assert_eq!(bodies_of(&findings), vec!["3", "real"]);
         assert_eq!(findings[0].rank, 1);
         let review = parse_review(text);
+        assert_eq!(bodies_of(&review.findings), vec!["real"]);
         assert_eq!(review.warnings, vec!["skipped 4 JSON item(s) without a non-empty string `body`"]);
     }
 
     #[test]
-    fn json_structured_but_empty_is_an_error() {
-        assert_eq!(parse_json_findings(r#"[{"file": "a.py"}]"#), Err(JsonFindingsError::NoComments));
-        assert_eq!(parse_json_findings("Findings: [ {\"body\": "), Err(JsonFindingsError::NoComments));
-        assert_eq!(parse_json_findings("Nothing: []"), Err(JsonFindingsError::NoComments));
+    fn json_errors_follow_the_harness() {
+        // No comment and nothing that looks structured: an empty review.
+        assert_eq!(parse_json_findings(r#"[{"file": "a.py"}]"#), Ok(vec![]));
+        assert_eq!(parse_json_findings("Nothing: []"), Ok(vec![]));
+        assert_eq!(parse_json_findings(""), Ok(vec![]));
+        // No comment from an answer with `"body":` or a json fence.
+        assert_eq!(parse_json_findings(r#"{"issues": [{"body": "x"}]}"#), Err(JsonFindingsError::NoComments));
+        assert_eq!(parse_json_findings("```json\n{\"ok\": true}\n```"), Err(JsonFindingsError::NoComments));
+        // Nothing decodes.
+        assert_eq!(parse_json_findings("Findings: [ {\"body\": "), Err(JsonFindingsError::NotJson));
         assert_eq!(parse_json_findings("No issues found."), Err(JsonFindingsError::NotJson));
-        assert_eq!(parse_json_findings(""), Err(JsonFindingsError::NotJson));
+    }
+
+    #[test]
+    fn swe_prbench_answers_have_one_reading() {
+        assert_eq!(parse_swe_prbench_answer("[{\"body\": \"x\"}]").format, ReviewFormat::Json);
+        assert_eq!(parse_swe_prbench_answer("[]").format, ReviewFormat::Empty);
+        assert_eq!(parse_swe_prbench_answer("  ").format, ReviewFormat::Empty);
+        let markdown = parse_swe_prbench_answer("1. **[P1]** `a.py:3` — the loop never ends.");
+        assert_eq!(markdown.format, ReviewFormat::Unparseable);
+        assert_eq!(markdown.warnings, vec![JsonFindingsError::NotJson.to_string()]);
+        // review.md's reading would have found a markdown finding here.
+        assert_eq!(parse_review("1. **[P1]** `a.py:3` — the loop never ends.").findings.len(), 1);
     }
 
     #[test]

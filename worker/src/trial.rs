@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use lightsout_core::api::{ContextConfig, HarnessName, PromptPreset};
 use lightsout_core::compress::{compress, EXCHANGES_ARTIFACT, TRAJECTORY_ARTIFACT};
 use lightsout_core::dataset::Task;
-use lightsout_core::findings::parse_review;
+use lightsout_core::findings::{parse_review, parse_swe_prbench_answer, ParsedReview};
 use lightsout_core::hash::sha256_hex;
 use lightsout_core::model::{CallError, ChatRequest, DeadlineError, Endpoint, ModelClient, Usage};
 use lightsout_core::plan::Variant;
@@ -207,7 +207,14 @@ pub async fn run_trial<S: ResultStore + Clone>(
         }
     }
 
-    let parsed = review.as_deref().filter(|_| outcome == Outcome::Ok).map(parse_review);
+    // The SWE-PRBench prompt's answer has one reading, the reference harness's (the same the
+    // single-shot retry check uses); every other review is read as review.md.
+    let read_review: fn(&str) -> ParsedReview = if job.variant.prompt.preset == Some(PromptPreset::SwePrBench) {
+        parse_swe_prbench_answer
+    } else {
+        parse_review
+    };
+    let parsed = review.as_deref().filter(|_| outcome == Outcome::Ok).map(read_review);
     if let Some(text) = &review {
         artifacts.push(Artifact::new(key("review.md"), text.as_bytes().to_vec()));
     }

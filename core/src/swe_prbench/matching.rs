@@ -71,7 +71,7 @@ pub struct MatchedPair {
 /// Lightsout's path comparison: equal after trimming whitespace, quotes and backticks and
 /// removing leading `./`; a git `a/` or `b/` prefix on one side is ignored when the rest equals
 /// the other side.
-fn same_file(a: &str, b: &str) -> bool {
+pub(crate) fn same_file(a: &str, b: &str) -> bool {
     let normalise = |path: &str| {
         let mut path = path.trim().trim_matches(|c| c == '`' || c == '"' || c == '\'');
         while let Some(rest) = path.strip_prefix("./") {

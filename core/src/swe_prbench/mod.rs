@@ -5,10 +5,15 @@
 //! Every rule is implemented beside its documentation; this overview says where.
 //!
 //! # Inputs
-//! - **Agent output** ([`AgentOutput`]): parsed with [`crate::findings::parse_json_findings`]
-//!   (SWE-PRBench's parse order, at most 30 comments, severities normalised). Output that does
-//!   not parse is a *parse failure* and blank output or an explicit `[]` is *empty*; both score
-//!   0 without any judge call.
+//! - **Agent output** ([`AgentOutput`]): parsed with [`crate::findings::parse_json_findings`],
+//!   which is the reference harness's extraction ([`harness::agent`]). Output that does not
+//!   parse is a *parse failure* and blank output or an explicit `[]` is *empty*; both score 0
+//!   without any judge call.
+//!
+//! [`harness`] scores a record exactly as the reference harness does, end to end (dataset
+//! layout, judge answer schema and fallbacks, matching, every per-record field and the
+//! aggregates), proven against the harness's own outputs by `core/tests/swe_prbench_golden.rs`.
+//! The run path below does not use it yet beyond the agent's extraction.
 //! - **Ground truth**: the human comments of [`crate::dataset::GroundTruth::ReviewComments`]
 //!   (the loader already keeps the `substantive_comment_ids`, or else the initiating comments).
 //!
@@ -55,6 +60,7 @@
 
 mod aggregate;
 mod diff;
+pub mod harness;
 mod judge;
 mod matching;
 mod pr;

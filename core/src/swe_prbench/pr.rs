@@ -10,7 +10,7 @@ use super::{
 };
 use crate::api::ContextConfig;
 use crate::dataset::{GroundTruth, HumanComment, Task};
-use crate::findings::{parse_json_findings, Finding, ParsedReview, ReviewFormat};
+use crate::findings::{parse_swe_prbench_answer, Finding, ParsedReview, ReviewFormat};
 use crate::pricing::PricingTable;
 
 /// What became of the agent's output.
@@ -35,19 +35,10 @@ pub struct AgentOutput {
 }
 
 impl AgentOutput {
-    /// Parses the agent's answer with SWE-PRBench's order ([`parse_json_findings`]).
+    /// Reads the agent's answer as the SWE-PRBench prompt's review ([`parse_swe_prbench_answer`],
+    /// the reference harness's extraction): the same reading as `findings.json`'s.
     pub fn from_text(text: &str) -> AgentOutput {
-        if text.trim().is_empty() {
-            return AgentOutput { status: AgentOutputStatus::Empty, comments: Vec::new(), parse_error: None };
-        }
-        match parse_json_findings(text) {
-            Ok(comments) => AgentOutput::from_comments(comments),
-            Err(error) => AgentOutput {
-                status: AgentOutputStatus::ParseFailed,
-                comments: Vec::new(),
-                parse_error: Some(error.to_string()),
-            },
-        }
+        AgentOutput::from_parsed_review(&parse_swe_prbench_answer(text))
     }
 
     /// From a review the worker already parsed (`findings.json`): JSON findings count; a
@@ -58,6 +49,11 @@ impl AgentOutput {
             ReviewFormat::Empty => {
                 AgentOutput { status: AgentOutputStatus::Empty, comments: Vec::new(), parse_error: None }
             }
+            ReviewFormat::Unparseable => AgentOutput {
+                status: AgentOutputStatus::ParseFailed,
+                comments: Vec::new(),
+                parse_error: review.warnings.first().cloned(),
+            },
             ReviewFormat::Markdown => AgentOutput {
                 status: AgentOutputStatus::ParseFailed,
                 comments: Vec::new(),

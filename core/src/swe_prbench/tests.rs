@@ -453,10 +453,15 @@ fn unparseable_or_empty_agent_output_scores_zero() {
     let failed = AgentOutput::from_text("I reviewed it and it looks fine to me.");
     assert_eq!(failed.status, AgentOutputStatus::ParseFailed);
     assert!(failed.parse_error.is_some());
-    let structured_but_empty = AgentOutput::from_text(r#"[{"comment": "no body field"}]"#);
+    // The harness's rule: no comment from an answer that looks structured (`"body":`) fails;
+    // a list of items without a body that does not is an empty review.
+    let structured_but_empty = AgentOutput::from_text(r#"{"issues": [{"body": "x"}]}"#);
     assert_eq!(structured_but_empty.status, AgentOutputStatus::ParseFailed);
+    assert_eq!(AgentOutput::from_text(r#"[{"comment": "no body field"}]"#).status, AgentOutputStatus::Empty);
     assert_eq!(AgentOutput::from_text("  \n").status, AgentOutputStatus::Empty);
-    assert_eq!(AgentOutput::from_text("```json\n[]\n```").status, AgentOutputStatus::Empty);
+    assert_eq!(AgentOutput::from_text("[]").status, AgentOutputStatus::Empty);
+    // A fenced `[]` has a ```json fence: the harness counts it as structured but empty.
+    assert_eq!(AgentOutput::from_text("```json\n[]\n```").status, AgentOutputStatus::ParseFailed);
     let parsed = AgentOutput::from_text(r#"[{"body": "x", "file": "a.py", "line": 3, "severity": "high"}]"#);
     assert_eq!((parsed.status, parsed.comments.len()), (AgentOutputStatus::Parsed, 1));
 
