@@ -361,7 +361,10 @@ impl PromptPreset {
 }
 
 /// SWE-PRBench context configurations: A = the diff, B = plus changed files, C = plus related files.
+// The length bound lets the API server price CEL rules over these values (the uniqueness rule of
+// `matrix.contextConfigs` is over budget without it).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+#[schemars(extend("maxLength" = 8))]
 pub enum ContextConfig {
     #[serde(rename = "config_A")]
     ConfigA,
