@@ -97,10 +97,30 @@ fn golden_records() -> Vec<GoldenRecord> {
     out
 }
 
+/// CPU seconds this process has used (user + system), from `/proc/self/stat` in USER_HZ = 100
+/// ticks; `None` where that file is not there. The bench is single-threaded, so a stage's CPU
+/// time is the difference; on a loaded machine it is the figure to compare, not wall time.
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name's closing parenthesis start at field 3; utime and stime
+    // are fields 14 and 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |index: usize| fields.get(index)?.parse::<f64>().ok();
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+fn cpu_since(start: Option<f64>) -> String {
+    match (start, process_cpu_seconds()) {
+        (Some(start), Some(now)) => format!("{:.2} s cpu", now - start),
+        _ => "cpu n/a".to_string(),
+    }
+}
+
 /// Scores and aggregates `RECORDS` records, prints the timings and returns every record's
 /// `overall_score` and the report.
 fn bench(name: &str, records: &[GoldenRecord], similarity: Similarity) -> (Vec<f64>, EvalReport) {
     let scoring = Scoring::harness(similarity, MODEL_LABEL);
+    let cpu_started = process_cpu_seconds();
     let started = Instant::now();
     let results: Vec<_> = (0..RECORDS)
         .map(|i| {
@@ -109,11 +129,15 @@ fn bench(name: &str, records: &[GoldenRecord], similarity: Similarity) -> (Vec<f
         })
         .collect();
     let scored = started.elapsed();
+    let scored_cpu = cpu_since(cpu_started);
+    let cpu_started = process_cpu_seconds();
     let started = Instant::now();
     let report = eval_report(&results);
     let aggregated = started.elapsed();
+    let aggregated_cpu = cpu_since(cpu_started);
     println!(
-        "{name}: {RECORDS} records scored in {:.3} s ({:.1} µs/record), aggregated in {:.3} s ({} report rows by config)",
+        "{name}: {RECORDS} records scored in {:.3} s ({:.1} µs/record; {scored_cpu}), aggregated in {:.3} s \
+         ({aggregated_cpu}; {} report rows by config)",
         scored.as_secs_f64(),
         scored.as_secs_f64() * 1e6 / RECORDS as f64,
         aggregated.as_secs_f64(),
@@ -123,7 +147,12 @@ fn bench(name: &str, records: &[GoldenRecord], similarity: Similarity) -> (Vec<f
 }
 
 /// Writes the scored records, their composites and the reports for the harness-side driver.
-fn dump(path: &Path, records: &[GoldenRecord], jaccard: &(Vec<f64>, EvalReport), fixed_vectors: &(Vec<f64>, EvalReport)) {
+fn dump(
+    path: &Path,
+    records: &[GoldenRecord],
+    jaccard: &(Vec<f64>, EvalReport),
+    fixed_vectors: &(Vec<f64>, EvalReport),
+) {
     let cycle: Vec<Value> = records
         .iter()
         .map(|r| json!({"task_id": r.task_id, "config": r.config, "agent": r.agent, "judge": r.judge}))
