@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import os
 import sys
 import tempfile
@@ -144,7 +143,7 @@ def main() -> None:
             results.append(assemble_eval_result(eval_input, agent_output, judge_output, scores, model))
         return results
 
-    def report_cells():
+    def report_cells(results):
         return {
             "total_prs": len(set(r.pr_number for r in results)),
             "total_eval_records": len(results),
@@ -158,12 +157,18 @@ def main() -> None:
         }
 
     results, score_wall, score_cpu = timed(score_all)
-    report, agg_wall, agg_cpu = timed(report_cells)
+    report, agg_wall, agg_cpu = timed(lambda: report_cells(results))
 
-    worst = max(abs(r.overall_score - o) for r, o in zip(results, ours, strict=True))
-    if not worst <= COMPOSITE_TOLERANCE or any(math.isnan(o) for o in ours):
-        first = next(i for i, (r, o) in enumerate(zip(results, ours)) if not abs(r.overall_score - o) <= COMPOSITE_TOLERANCE)
-        fail(f"record {first}: harness overall_score {results[first].overall_score!r}, ours {ours[first]!r}")
+    if len(ours) != len(results):
+        fail(f"{args.records}: {len(ours)} composites for {len(results)} records")
+    # `not <=` so that a NaN on either side counts as a mismatch.
+    mismatch = next(
+        (i for i, (r, o) in enumerate(zip(results, ours)) if not abs(r.overall_score - o) <= COMPOSITE_TOLERANCE),
+        None,
+    )
+    if mismatch is not None:
+        fail(f"record {mismatch}: harness overall_score {results[mismatch].overall_score!r}, ours {ours[mismatch]!r}")
+    worst = max(abs(r.overall_score - o) for r, o in zip(results, ours))
     if report != our_report:
         fail(f"report cells differ:\nharness {json.dumps(report, sort_keys=True)}\nours    {json.dumps(our_report, sort_keys=True)}")
 
