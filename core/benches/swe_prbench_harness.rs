@@ -5,6 +5,12 @@
 //! harness's Jaccard similarity (no embedding model) and the golden kit's fixed vectors.
 //!
 //! Run: `cargo bench -p lightsout-core --bench swe_prbench_harness`.
+//!
+//! With `LIGHTSOUT_BENCH_DUMP=PATH` the bench also writes, after timing, the records it scored
+//! (the cycle of (task, config, agent output, judge output) that record `i` repeats as
+//! `cycle[i % len]`) and every record's `overall_score` under both similarities, so
+//! `tests/golden/swe-prbench/tools/bench_harness.py` can time the reference harness on the
+//! identical records and check its composites against ours.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -14,11 +20,13 @@ use lightsout_core::swe_prbench::harness::agent::DEFAULT_AGENT_MAX_TOKENS;
 use lightsout_core::swe_prbench::harness::layout::full_config_name;
 use lightsout_core::swe_prbench::harness::{
     eval_report, evaluate_record, judge_output, judge_skipped, run_agent, AgentOutput, BenchmarkLayout, Departures,
-    Embedder, EvalInput, JudgeOutput, Scoring, Similarity,
+    Embedder, EvalInput, EvalReport, JudgeOutput, Scoring, Similarity,
 };
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const RECORDS: usize = 100_000;
+/// `Scoring::harness`'s model label, as the harness writes `<agent>::judge=<judge>`.
+const MODEL_LABEL: &str = "agent::judge=judge";
 
 fn kit() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/swe-prbench")
@@ -43,8 +51,18 @@ fn answer(value: Value) -> Result<String, String> {
     }
 }
 
+/// One golden record: its task and config letter, as the harness's loader takes them, and what
+/// the agent and the judge produced.
+struct GoldenRecord {
+    task_id: String,
+    config: String,
+    input: EvalInput,
+    agent: AgentOutput,
+    judge: JudgeOutput,
+}
+
 /// The golden records, extracted and judged from the recorded answers.
-fn golden_records() -> Vec<(EvalInput, AgentOutput, JudgeOutput)> {
+fn golden_records() -> Vec<GoldenRecord> {
     let replay = read_json(&kit().join("inputs/replay.json"));
     let mut answers: BTreeMap<(String, String), (VecDeque<Value>, VecDeque<Value>)> = BTreeMap::new();
     for record in replay["records"].as_array().unwrap() {
@@ -73,32 +91,83 @@ fn golden_records() -> Vec<(EvalInput, AgentOutput, JudgeOutput)> {
             } else {
                 judge_skipped(&input.human_comments)
             };
-            out.push((input, agent, judge));
+            out.push(GoldenRecord { task_id: task_id.clone(), config: config.clone(), input, agent, judge });
         }
     }
     out
 }
 
-fn bench(name: &str, records: &[(EvalInput, AgentOutput, JudgeOutput)], similarity: Similarity) {
-    let scoring = Scoring::harness(similarity, "agent::judge=judge");
+/// CPU seconds this process has used (user + system), from `/proc/self/stat` in USER_HZ = 100
+/// ticks; `None` where that file is not there. The bench is single-threaded, so a stage's CPU
+/// time is the difference; on a loaded machine it is the figure to compare, not wall time.
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name's closing parenthesis start at field 3; utime and stime
+    // are fields 14 and 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |index: usize| fields.get(index)?.parse::<f64>().ok();
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+fn cpu_since(start: Option<f64>) -> String {
+    match (start, process_cpu_seconds()) {
+        (Some(start), Some(now)) => format!("{:.2} s cpu", now - start),
+        _ => "cpu n/a".to_string(),
+    }
+}
+
+/// Scores and aggregates `RECORDS` records, prints the timings and returns every record's
+/// `overall_score` and the report.
+fn bench(name: &str, records: &[GoldenRecord], similarity: Similarity) -> (Vec<f64>, EvalReport) {
+    let scoring = Scoring::harness(similarity, MODEL_LABEL);
+    let cpu_started = process_cpu_seconds();
     let started = Instant::now();
     let results: Vec<_> = (0..RECORDS)
         .map(|i| {
-            let (input, agent, judge) = &records[i % records.len()];
-            evaluate_record(input, agent, judge, &scoring)
+            let record = &records[i % records.len()];
+            evaluate_record(&record.input, &record.agent, &record.judge, &scoring)
         })
         .collect();
     let scored = started.elapsed();
+    let scored_cpu = cpu_since(cpu_started);
+    let cpu_started = process_cpu_seconds();
     let started = Instant::now();
     let report = eval_report(&results);
     let aggregated = started.elapsed();
+    let aggregated_cpu = cpu_since(cpu_started);
     println!(
-        "{name}: {RECORDS} records scored in {:.3} s ({:.1} µs/record), aggregated in {:.3} s ({} report rows by config)",
+        "{name}: {RECORDS} records scored in {:.3} s ({:.1} µs/record; {scored_cpu}), aggregated in {:.3} s \
+         ({aggregated_cpu}; {} report rows by config)",
         scored.as_secs_f64(),
         scored.as_secs_f64() * 1e6 / RECORDS as f64,
         aggregated.as_secs_f64(),
         report.by_config.len(),
     );
+    (results.iter().map(|result| result.overall_score).collect(), report)
+}
+
+/// Writes the scored records, their composites and the reports for the harness-side driver.
+fn dump(
+    path: &Path,
+    records: &[GoldenRecord],
+    jaccard: &(Vec<f64>, EvalReport),
+    fixed_vectors: &(Vec<f64>, EvalReport),
+) {
+    let cycle: Vec<Value> = records
+        .iter()
+        .map(|r| json!({"task_id": r.task_id, "config": r.config, "agent": r.agent, "judge": r.judge}))
+        .collect();
+    let doc = json!({
+        "format": "lightsout-swe-prbench-bench/1",
+        "records": RECORDS,
+        "model": MODEL_LABEL,
+        "cycle": cycle,
+        "overall_score": {"jaccard": jaccard.0, "fixed_vectors": fixed_vectors.0},
+        "report": {"jaccard": jaccard.1, "fixed_vectors": fixed_vectors.1},
+    });
+    std::fs::write(path, serde_json::to_string(&doc).expect("the dump serialises"))
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    println!("records and composites written to {}", path.display());
 }
 
 fn main() {
@@ -114,6 +183,9 @@ fn main() {
             .map(|(text, v)| (text.clone(), v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()))
             .collect(),
     );
-    bench("jaccard", &records, Similarity::Lexical);
-    bench("fixed vectors", &records, Similarity::Embeddings(&vectors));
+    let jaccard = bench("jaccard", &records, Similarity::Lexical);
+    let fixed_vectors = bench("fixed vectors", &records, Similarity::Embeddings(&vectors));
+    if let Some(path) = std::env::var_os("LIGHTSOUT_BENCH_DUMP") {
+        dump(Path::new(&path), &records, &jaccard, &fixed_vectors);
+    }
 }
