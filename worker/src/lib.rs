@@ -13,6 +13,7 @@ pub mod sandbox;
 pub mod sandbox_init;
 pub mod scratch;
 pub mod seccomp;
+mod session_log;
 pub mod trial;
 pub mod uid_lease;
 pub mod user_namespace;
