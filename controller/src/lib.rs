@@ -9,6 +9,7 @@ pub mod evaluation_schedule;
 pub mod finalize;
 pub mod http;
 pub mod job;
+mod judging;
 pub mod labels;
 pub mod leader;
 pub mod metrics;

@@ -16,7 +16,8 @@
 //! 5. **Decide** ([`decide`]) from the Jobs and the stored results alone, and create one Job
 //!    (then its ConfigMap) per start. Names are a function of (run, trial, attempt), so a
 //!    restarted controller gets `AlreadyExists`, never a second Job for an attempt.
-//! 6. **Judge** finished reviews (a bounded batch per pass), storing `verdicts.json`.
+//! 6. **Judge** finished reviews (a bounded batch per pass), storing `verdicts.json`
+//!    ([`crate::judging`]).
 //! 7. **Summarise** from the stored results and verdicts with the shared scoring code
 //!    (`summary.json`, throttled to [`ControllerSettings::summary_interval`] while trials
 //!    finish), and write `.status` when it changed; Events on milestones.
@@ -32,7 +33,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use futures::stream::{self, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -40,18 +40,15 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use lightsout_core::api::{condition, EvaluationRun, EvaluationRunStatus};
-use lightsout_core::findings::ParsedReview;
-use lightsout_core::judge::VoteValue;
 use lightsout_core::results::ResultStore;
-use lightsout_core::scoring::Verdicts;
-use lightsout_core::stored::{compact_verdicts, HeldResult};
+use lightsout_core::stored::HeldResult;
 use lightsout_core::summary::{self, DatasetSummary, RunIdentity};
-use lightsout_core::trial::Outcome;
 
 use crate::budget::{self, Budget};
 use crate::context::Context;
 use crate::error::{gone_is_ok, Error};
 use crate::job::{self, TrialInput};
+use crate::judging::{awaiting_judges, judge_reviews};
 use crate::metrics::{Role, RunKey};
 use crate::network::{self, ServiceBackend};
 use crate::observation::{AttemptState, InfraReason};
@@ -570,162 +567,6 @@ fn count_final_trials(ctx: &Context, prepared: &PreparedRun, state: &mut RunStat
             u64::from(result.model_calls),
         );
         state.counted.insert(counted);
-    }
-}
-
-/// Trials whose final result is a review that still needs its verdicts (none, or incomplete:
-/// missing judge votes leave a pair undecided).
-fn needing_verdicts<'a>(
-    prepared: &'a PreparedRun,
-    state: &'a RunState,
-    max_attempts: u32,
-) -> impl Iterator<Item = (usize, &'a HeldResult)> + 'a {
-    let stored = state.stored.as_ref().expect("stored");
-    let judged = prepared.scorer.is_some();
-    prepared.plan.trials.iter().enumerate().filter_map(move |(index, trial)| {
-        let result = stored.final_result(&trial.id, max_attempts)?;
-        (judged && result.outcome == Outcome::Ok && !stored.is_judged(&trial.id, result.attempt))
-            .then_some((index, result))
-    })
-}
-
-fn awaiting_judges(prepared: &PreparedRun, state: &RunState, max_attempts: u32) -> usize {
-    needing_verdicts(prepared, state, max_attempts).count()
-}
-
-/// Judges up to a batch of finished reviews; `true` when none is left waiting.
-async fn judge_reviews(
-    run: &EvaluationRun,
-    ctx: &Context,
-    prepared: &Arc<PreparedRun>,
-    state: &mut RunState,
-    key: &RunKey,
-) -> bool {
-    if prepared.scorer.is_none() {
-        return true;
-    }
-    let max_attempts = prepared.max_attempts(&run.spec);
-    let batch: Vec<(usize, u32)> = needing_verdicts(prepared, state, max_attempts)
-        .take(ctx.settings.judge_batch.max(1))
-        .map(|(i, r)| (i, r.attempt))
-        .collect();
-    if batch.is_empty() {
-        return true;
-    }
-    // Collected first: a lazy iterator borrowing `prepared` inside the stream trips rustc's
-    // `Send` inference for the reconcile future.
-    let jobs: Vec<_> = batch.into_iter().map(|(index, attempt)| judge_one(prepared.clone(), index, attempt)).collect();
-    let outcomes: Vec<(usize, u32, Result<Rejudged, String>)> =
-        stream::iter(jobs).buffer_unordered(ctx.settings.judge_concurrency.max(1)).collect().await;
-
-    let mut failures = Vec::new();
-    for (index, attempt, verdicts) in outcomes {
-        let trial = &prepared.plan.trials[index];
-        match verdicts {
-            Ok(Rejudged { mut verdicts, previous }) => {
-                let variant = &prepared.plan.variants[trial.variant as usize];
-                record_judge_metrics(ctx, key, &variant.name, &verdicts, previous.as_ref());
-                compact_verdicts(&mut verdicts);
-                state.stored.as_mut().expect("stored").insert_verdicts(&trial.id, attempt, verdicts);
-                state.summary_dirty = true;
-            }
-            Err(e) => {
-                let task = &prepared.tasks[trial.task as usize].task.id;
-                failures.push(format!("{task} (trial {}): {e}", trial.id));
-            }
-        }
-    }
-    if !failures.is_empty() {
-        tracing::warn!(
-            run = key.run,
-            namespace = key.namespace,
-            failures = failures.len(),
-            "judging failed: {}",
-            failures[0]
-        );
-        ctx.event(
-            run,
-            true,
-            "JudgingFailed",
-            format!("{} reviews could not be judged; first: {}", failures.len(), failures[0]),
-        )
-        .await;
-    }
-    awaiting_judges(prepared, state, max_attempts) == 0
-}
-
-/// New verdicts and the stored ones they were judged again from, whose calls are already metered.
-struct Rejudged {
-    verdicts: Verdicts,
-    previous: Option<Verdicts>,
-}
-
-/// Judges the stored review of attempt `attempt` of planned trial `index` and stores its verdicts.
-async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> (usize, u32, Result<Rejudged, String>) {
-    let Some(scorer) = prepared.scorer.as_ref() else { return (index, attempt, Err("the run has no judges".into())) };
-    let store = &prepared.store;
-    let trial = &prepared.plan.trials[index];
-    let task = &prepared.tasks[trial.task as usize];
-    let variant_id = &prepared.plan.variants[trial.variant as usize].id;
-    let findings_key = prepared.layout.artifact(variant_id, &trial.id, attempt, "findings.json");
-    let verdicts_key = prepared.layout.artifact(variant_id, &trial.id, attempt, "verdicts.json");
-    let verdicts = async {
-        let bytes = store
-            .get(&findings_key)
-            .await
-            .map_err(|e| format!("{}: {e}", store.uri(&findings_key)))?
-            .ok_or_else(|| format!("{} is missing", store.uri(&findings_key)))?;
-        let review: ParsedReview =
-            serde_json::from_slice(&bytes).map_err(|e| format!("{} is not valid: {e}", store.uri(&findings_key)))?;
-        // Incomplete verdicts keep their answered votes; only the missing ones are asked again.
-        let previous: Option<Verdicts> = match store.get(&verdicts_key).await {
-            Ok(Some(bytes)) => serde_json::from_slice(&bytes).ok(),
-            Ok(None) => None,
-            Err(e) => return Err(format!("{}: {e}", store.uri(&verdicts_key))),
-        };
-        let verdicts = scorer
-            .score_in_context(task, trial.context, &review, previous.as_ref())
-            .await
-            .map_err(|e| e.to_string())?;
-        let bytes = serde_json::to_vec_pretty(&verdicts).expect("verdicts serialise");
-        store.put(&verdicts_key, &bytes).await.map_err(|e| format!("{}: {e}", store.uri(&verdicts_key)))?;
-        Ok::<_, String>(Rejudged { verdicts, previous })
-    }
-    .await;
-    (index, attempt, verdicts)
-}
-
-/// Meters the judge calls made for `verdicts` and not already for `previous` (kept votes were
-/// metered when they were asked): every call is counted once.
-fn record_judge_metrics(ctx: &Context, key: &RunKey, variant: &str, verdicts: &Verdicts, previous: Option<&Verdicts>) {
-    let spend = verdicts.spend_since(previous);
-    let judge_model = match verdicts {
-        Verdicts::CrBugBench(v) => v.judges.join(","),
-        _ => "judge".to_string(),
-    };
-    let cost = (spend.unpriced_calls == 0).then_some(spend.cost_usd);
-    ctx.metrics.usage(key, variant, &judge_model, Role::Judge, &spend.usage, cost, u64::from(spend.calls));
-    match verdicts {
-        Verdicts::CrBugBench(v) => {
-            let mut by_judge: HashMap<&str, (u64, u64)> = HashMap::new();
-            let previous = match previous {
-                Some(Verdicts::CrBugBench(previous)) => Some(previous),
-                _ => None,
-            };
-            for vote in v.votes_asked_since(previous) {
-                let entry = by_judge.entry(vote.judge.as_str()).or_default();
-                entry.0 += 1;
-                // A missing vote (the call failed) is a failed judge call as much as an
-                // unreadable answer is.
-                entry.1 += u64::from(matches!(vote.value, VoteValue::Failed | VoteValue::Missing));
-            }
-            for (judge, (calls, failures)) in by_judge {
-                ctx.metrics.judge_calls(key, judge, calls, failures);
-            }
-        }
-        // The call that failed is a judge call too, and its failure.
-        Verdicts::SwePrBenchUnjudged(_) => ctx.metrics.judge_calls(key, &judge_model, u64::from(spend.calls) + 1, 1),
-        Verdicts::SwePrBench(_) => ctx.metrics.judge_calls(key, &judge_model, u64::from(spend.calls), 0),
     }
 }
 
