@@ -21,6 +21,7 @@ pub mod departures;
 pub mod judge_diff;
 pub mod judge_message;
 pub mod layout;
+pub mod prompts;
 pub mod python;
 pub mod record;
 pub mod report;
