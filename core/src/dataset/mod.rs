@@ -8,7 +8,7 @@ mod crbugbench;
 mod lines;
 mod native;
 mod select;
-mod swe_prbench;
+pub mod swe_prbench;
 mod task;
 
 use std::io::BufRead;
@@ -98,10 +98,7 @@ pub fn read_lines(format: DatasetFormat, reader: impl BufRead, path: &Path) -> s
     match format {
         DatasetFormat::CrBugBench => lines::read_records(reader, path, crbugbench::convert),
         DatasetFormat::Jsonl => lines::read_records(reader, path, native::convert),
-        DatasetFormat::SwePrBench => {
-            let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-            lines::read_records(reader, path, |record| swe_prbench::convert(record, &dir))
-        }
+        DatasetFormat::SwePrBench => swe_prbench::read(reader, path),
     }
 }
 

@@ -1,223 +1,215 @@
-//! SWE-PRBench records, with their optional annotation and context files.
+//! SWE-PRBench datasets in the benchmark's own layout, read as its reference harness reads them
+//! ([`crate::swe_prbench::harness::layout`]): `spec.dataset.source` names the PR list (`prs.jsonl`,
+//! or a JSON document with `prs` / `items` or a bare list) and beside it
+//! - `annotations/{task_id}_human.json` (or `{pr_number}_human.json`): the ground truth, the
+//!   comments of `substantive_comment_ids`, else the initiating ones; a PR with none is kept and
+//!   scores with weight 0, as in the harness;
+//! - `contexts/…/{task_id}.json` in any of the eight path forms the harness accepts, one per
+//!   configuration (A, B, C): what the agent is shown.
 //!
-//! `tasks.jsonl`: one PR a line: `task_id, repo, pr_number, language, difficulty, pr_type, title,
-//! description, diff_patch, base_commit, head_commit, human_review_comments: [{id?, author, body,
-//! path, line, diffHunk}]`. A comment without `id` gets its index in the list.
-//!
-//! Beside it, optionally: `annotations/<task_id>_human.json`
-//! (`{substantive_comment_ids: [..], comments: [{id, is_initiating_comment, is_in_diff, severity}]}`)
-//! and `contexts/config_{A,B,C}/<task_id>.json` (`{rendered: "..."}`).
-//!
-//! Ground truth, as the benchmark defines it: the comments listed in `substantive_comment_ids`;
-//! when that list is absent or empty, the initiating comments. Without an annotation file, a
-//! comment initiates when it is the first one on its (path, diff hunk) thread.
+//! A task is split here into what the agent may see ([`Task`], with a [`ReviewContext`] per
+//! configuration) and its ground truth; [`eval_input`] joins them again for scoring, after the
+//! agent has exited. Where the harness aborts a whole run (a missing annotation) or silently
+//! drops a line (malformed JSON), Lightsout skips that PR and reports it with the file, the line
+//! and the reason.
 
-use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, Read};
 use std::path::Path;
 
-use serde::Deserialize;
+use serde_json::{Map, Value};
 
-use super::{CommentSelection, GroundTruth, HumanComment, LoadedTask, Task};
+use super::{Dataset, GroundTruth, LineError, LoadedTask, ReviewContext, Task};
 use crate::api::ContextConfig;
+use crate::swe_prbench::harness::layout::{self, full_config_name, BenchmarkLayout, EvalInput};
+use crate::swe_prbench::harness::python;
 
-#[derive(Deserialize)]
-pub(super) struct Record {
-    task_id: String,
-    repo: String,
-    #[serde(default)]
-    pr_number: Option<u64>,
-    #[serde(default)]
-    language: Option<String>,
-    #[serde(default)]
-    difficulty: Option<String>,
-    #[serde(default)]
-    pr_type: Option<String>,
-    title: String,
-    #[serde(default)]
-    description: Option<String>,
-    diff_patch: String,
-    #[serde(default)]
-    base_commit: Option<String>,
-    #[serde(default)]
-    head_commit: Option<String>,
-    human_review_comments: Vec<RawComment>,
+/// The three configurations, in the harness's default order.
+pub const CONFIGS: [ContextConfig; 3] = [ContextConfig::ConfigA, ContextConfig::ConfigB, ContextConfig::ConfigC];
+
+/// The layout whose PR list is `path`, with `contexts/` and `annotations/` beside it.
+pub fn layout_of(path: &Path) -> BenchmarkLayout {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    BenchmarkLayout::new(path, dir.join("contexts"), dir.join("annotations"))
 }
 
-#[derive(Deserialize)]
-struct RawComment {
-    #[serde(default)]
-    id: Option<i64>,
-    #[serde(default)]
-    author: String,
-    body: String,
-    #[serde(default)]
-    path: Option<String>,
-    #[serde(default)]
-    line: Option<i64>,
-    #[serde(default, rename = "diffHunk")]
-    diff_hunk: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Annotation {
-    #[serde(default)]
-    substantive_comment_ids: Vec<i64>,
-    #[serde(default)]
-    comments: Vec<CommentAnnotation>,
-}
-
-#[derive(Deserialize)]
-struct CommentAnnotation {
-    id: i64,
-    #[serde(default)]
-    is_initiating_comment: Option<bool>,
-    #[serde(default)]
-    severity: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ContextFile {
-    rendered: String,
-}
-
-pub(super) fn convert(record: Record, dir: &Path) -> Result<LoadedTask, String> {
-    let id = record.task_id;
-    if id.trim().is_empty() {
-        return Err("task_id is empty".into());
+/// Reads the PR list `path` from `reader`: a `.jsonl` file line by line (a blank line skipped,
+/// any other line that is not a JSON object reported), anything else as one JSON document.
+pub(super) fn read(mut reader: impl BufRead, path: &Path) -> std::io::Result<Dataset> {
+    let layout = layout_of(path);
+    let is_jsonl = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("jsonl"));
+    if is_jsonl {
+        return super::lines::read_records(reader, path, |record: Map<String, Value>| convert(&record, &layout));
     }
-    super::check_task_names("task_id", &id, &record.repo)?;
-    if record.diff_patch.trim().is_empty() {
-        return Err(format!("task {id}: diff_patch is empty"));
-    }
-    let comments: Vec<HumanComment> = record
-        .human_review_comments
-        .into_iter()
-        .enumerate()
-        .map(|(index, c)| HumanComment {
-            id: c.id.unwrap_or(index as i64),
-            author: c.author,
-            body: c.body,
-            path: c.path,
-            line: c.line,
-            diff_hunk: c.diff_hunk,
-            severity: None,
-        })
-        .collect();
-    let annotation = read_json::<Annotation>(&dir.join("annotations").join(format!("{id}_human.json")))?;
-    let (truth_comments, selection) = select_truth(comments, annotation.as_ref());
-    if truth_comments.is_empty() {
-        return Err(format!("task {id}: no ground-truth review comment (none substantive, none initiating)"));
-    }
-    let mut contexts = BTreeMap::new();
-    for config in [ContextConfig::ConfigA, ContextConfig::ConfigB, ContextConfig::ConfigC] {
-        let path = dir.join("contexts").join(config.as_str()).join(format!("{id}.json"));
-        if let Some(context) = read_json::<ContextFile>(&path)? {
-            contexts.insert(config, context.rendered);
+    let mut text = String::new();
+    reader.read_to_string(&mut text)?;
+    let file = path.display().to_string();
+    let mut dataset = Dataset::default();
+    let records = match serde_json::from_str(&text) {
+        Ok(document) => layout::pr_records_of_document(document),
+        Err(e) => {
+            dataset.skipped.push(LineError { file, line: e.line(), message: format!("not JSON: {e}") });
+            return Ok(dataset);
+        }
+    };
+    let mut seen = std::collections::HashSet::new();
+    for (index, record) in records.iter().enumerate() {
+        let error = |message: String| LineError { file: file.clone(), line: index + 1, message };
+        match convert(record, &layout) {
+            Ok(task) if !seen.insert(task.task.id.clone()) => {
+                dataset.skipped.push(error(format!("PR record {}: duplicate task_id {:?}", index + 1, task.task.id)))
+            }
+            Ok(task) => dataset.tasks.push(task),
+            Err(message) => dataset.skipped.push(error(format!("PR record {}: {message}", index + 1))),
         }
     }
+    Ok(dataset)
+}
+
+/// One PR record with its context files and annotation.
+fn convert(record: &Map<String, Value>, layout: &BenchmarkLayout) -> Result<LoadedTask, String> {
+    let task_id = layout::task_id_of(record).map_err(|e| e.to_string())?;
+    let mut contexts = std::collections::BTreeMap::new();
+    let mut first: Option<EvalInput> = None;
+    for config in CONFIGS {
+        if !layout.has_context(record, &task_id, config.as_str()).map_err(|e| e.to_string())? {
+            continue;
+        }
+        let input = layout.eval_input_of(record, &task_id, config.as_str()).map_err(|e| e.to_string())?;
+        contexts.insert(
+            config,
+            ReviewContext {
+                rendered: input.rendered_context.clone(),
+                config_name: input.config_name.clone(),
+                repo: input.repo.clone(),
+                pr_number: input.pr_number,
+                total_tokens: input.total_tokens,
+                pipeline_version: input.pipeline_version.clone(),
+            },
+        );
+        first.get_or_insert(input);
+    }
+    let Some(input) = first else {
+        let tried = layout.eval_input_of(record, &task_id, ContextConfig::ConfigA.as_str()).err();
+        return Err(format!(
+            "task {task_id}: no context file for config_A, config_B or config_C ({})",
+            tried.map_or_else(String::new, |e| e.to_string())
+        ));
+    };
+    super::check_task_names("task_id", &task_id, &input.repo)?;
+    let text = |key: &str| record.get(key).filter(|v| python::truthy(v)).map(python::str_of);
     Ok(LoadedTask {
         task: Task {
-            id,
-            repo: record.repo,
+            id: task_id,
+            repo: input.repo.clone(),
             image: None,
-            language: record.language,
-            difficulty: record.difficulty,
+            language: Some(input.language.clone()).filter(|s| !s.is_empty()),
+            difficulty: Some(input.difficulty.clone()).filter(|s| !s.is_empty()),
             track: None,
-            pr_number: record.pr_number,
-            pr_type: record.pr_type,
-            title: record.title,
-            description: record.description.unwrap_or_default(),
-            diff: record.diff_patch,
-            base_commit: record.base_commit,
-            head_commit: record.head_commit,
+            pr_number: u64::try_from(input.pr_number).ok(),
+            pr_type: Some(input.pr_type.clone()).filter(|s| !s.is_empty()),
+            title: text("title").unwrap_or_default(),
+            description: text("description").or_else(|| text("body")).unwrap_or_default(),
+            diff: input.diff_patch.clone(),
+            base_commit: text("base_commit"),
+            head_commit: text("head_commit"),
             contexts,
         },
-        truth: GroundTruth::ReviewComments { comments: truth_comments, selection },
+        truth: GroundTruth::ReviewComments {
+            comments: input.human_comments,
+            has_severity_annotations: input.has_severity_annotations,
+        },
     })
 }
 
-/// The benchmark's ground-truth rule (see the module comment).
-fn select_truth(comments: Vec<HumanComment>, annotation: Option<&Annotation>) -> (Vec<HumanComment>, CommentSelection) {
-    let annotated = |id: i64| annotation.and_then(|a| a.comments.iter().find(|c| c.id == id));
-    let with_severity = |mut c: HumanComment| {
-        c.severity = annotated(c.id).and_then(|a| a.severity.clone());
-        c
+/// The harness's evaluation input of `task` in `config`, joined with its ground truth: what the
+/// judge and the scores read. `None` when the task has no context for `config` or its ground
+/// truth is not a SWE-PRBench one.
+pub fn eval_input(task: &Task, config: ContextConfig, truth: &GroundTruth) -> Option<EvalInput> {
+    let context = task.contexts.get(&config)?;
+    let GroundTruth::ReviewComments { comments, has_severity_annotations } = truth else {
+        return None;
     };
-    if let Some(a) = annotation.filter(|a| !a.substantive_comment_ids.is_empty()) {
-        let keep: HashSet<i64> = a.substantive_comment_ids.iter().copied().collect();
-        let chosen = comments.into_iter().filter(|c| keep.contains(&c.id)).map(with_severity).collect();
-        return (chosen, CommentSelection::Substantive);
-    }
-    let mut threads_seen = HashSet::new();
-    let chosen = comments
-        .into_iter()
-        .filter(|c| match annotated(c.id).and_then(|a| a.is_initiating_comment) {
-            Some(initiating) => initiating,
-            None => threads_seen.insert((c.path.clone(), c.diff_hunk.clone())),
-        })
-        .map(with_severity)
-        .collect();
-    (chosen, CommentSelection::Initiating)
+    let or_empty = |value: &Option<String>| value.clone().unwrap_or_default();
+    Some(EvalInput {
+        task_id: task.id.clone(),
+        pr_number: context.pr_number,
+        repo: context.repo.clone(),
+        config_name: context.config_name.clone(),
+        rendered_context: context.rendered.clone(),
+        total_tokens: context.total_tokens,
+        pipeline_version: context.pipeline_version.clone(),
+        difficulty: or_empty(&task.difficulty),
+        pr_type: or_empty(&task.pr_type),
+        language: or_empty(&task.language),
+        diff_patch: task.diff.clone(),
+        human_comments: comments.clone(),
+        has_severity_annotations: *has_severity_annotations,
+    })
 }
 
-/// Reads an optional JSON side file: absent is `None`, present but malformed is an error.
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let mut json = serde_json::Deserializer::from_str(&text);
-    serde_path_to_error::deserialize(&mut json)
-        .map(Some)
-        .map_err(|e| format!("{}: field {}: {}", path.display(), e.path(), e.inner()))
+/// The configuration a trial without one is given: config A, the first of the harness's
+/// default `A B C`.
+pub fn config_or_default(config: Option<ContextConfig>) -> ContextConfig {
+    config.unwrap_or(ContextConfig::ConfigA)
+}
+
+/// The full name of a configuration (`config_A_diff_only`, …), as ids and reports use it.
+pub fn full_name(config: ContextConfig) -> String {
+    full_config_name(config.as_str())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn comment(id: i64, path: &str, hunk: &str) -> HumanComment {
-        HumanComment {
-            id,
-            author: "a".into(),
-            body: format!("comment {id}"),
-            path: Some(path.into()),
-            line: Some(1),
-            diff_hunk: Some(hunk.into()),
-            severity: None,
+    fn golden() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/swe-prbench/inputs/dataset")
+    }
+
+    /// Every task of the golden kit loads as the harness loads it: splitting into task and
+    /// truth and joining again gives the harness's own evaluation input, per configuration.
+    #[test]
+    fn the_golden_layout_splits_and_joins_to_the_harness_s_inputs() {
+        for list in ["prs.jsonl", "prs.json"] {
+            let path = golden().join(list);
+            let file = std::fs::File::open(&path).unwrap();
+            let dataset = read(std::io::BufReader::new(file), &path).unwrap();
+            assert!(dataset.tasks.len() >= 13, "{list}: {} tasks, skipped {:?}", dataset.tasks.len(), dataset.skipped);
+            let layout = layout_of(&path);
+            for loaded in &dataset.tasks {
+                for (config, _) in &loaded.task.contexts {
+                    let ours = eval_input(&loaded.task, *config, &loaded.truth).unwrap();
+                    let theirs = layout.load_eval_input(&loaded.task.id, config.as_str()).unwrap();
+                    assert_eq!(ours, theirs, "{list} {} {config:?}", loaded.task.id);
+                }
+            }
         }
     }
 
-    fn ids(comments: &[HumanComment]) -> Vec<i64> {
-        comments.iter().map(|c| c.id).collect()
-    }
-
     #[test]
-    fn substantive_ids_win() {
-        let annotation = Annotation { substantive_comment_ids: vec![2], comments: vec![] };
-        let (chosen, why) = select_truth(vec![comment(1, "a", "h"), comment(2, "a", "h")], Some(&annotation));
-        assert_eq!((ids(&chosen), why), (vec![2], CommentSelection::Substantive));
-    }
-
-    #[test]
-    fn empty_substantive_list_falls_back_to_annotated_initiating_comments() {
-        let annotation = Annotation {
-            substantive_comment_ids: vec![],
-            comments: vec![
-                CommentAnnotation { id: 1, is_initiating_comment: Some(false), severity: None },
-                CommentAnnotation { id: 2, is_initiating_comment: Some(true), severity: Some("P1".into()) },
-            ],
-        };
-        let (chosen, why) = select_truth(vec![comment(1, "a", "h"), comment(2, "b", "h")], Some(&annotation));
-        assert_eq!((ids(&chosen), why), (vec![2], CommentSelection::Initiating));
-        assert_eq!(chosen[0].severity.as_deref(), Some("P1"));
-    }
-
-    #[test]
-    fn without_annotation_the_first_comment_of_each_thread_initiates() {
-        let comments = vec![comment(1, "a", "h1"), comment(2, "a", "h1"), comment(3, "a", "h2")];
-        let (chosen, _) = select_truth(comments, None);
-        assert_eq!(ids(&chosen), vec![1, 3]);
+    fn a_pr_without_an_annotation_or_any_context_is_reported_and_the_rest_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let prs = dir.path().join("prs.jsonl");
+        let pr = |id: &str| format!(r#"{{"task_id": "{id}", "repo": "o/r", "pr_number": 1, "diff_patch": "+x"}}"#);
+        std::fs::write(&prs, format!("{}\n[1]\n{}\n{}\n", pr("good"), pr("no-annotation"), pr("no-context"))).unwrap();
+        std::fs::create_dir_all(dir.path().join("contexts/config_A")).unwrap();
+        std::fs::create_dir_all(dir.path().join("annotations")).unwrap();
+        for id in ["good", "no-annotation"] {
+            std::fs::write(dir.path().join(format!("contexts/config_A/{id}.json")), r#"{"rendered": "R"}"#).unwrap();
+        }
+        for id in ["good", "no-context"] {
+            std::fs::write(dir.path().join(format!("annotations/{id}_human.json")), r#"{"comments": []}"#).unwrap();
+        }
+        let file = std::fs::File::open(&prs).unwrap();
+        let dataset = read(std::io::BufReader::new(file), &prs).unwrap();
+        assert_eq!(dataset.tasks.iter().map(|t| t.task.id.as_str()).collect::<Vec<_>>(), ["good"]);
+        let messages: Vec<String> = dataset.skipped.iter().map(|e| e.to_string()).collect();
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        assert!(messages[0].contains("prs.jsonl:2: "), "{messages:?}");
+        assert!(messages[1].contains(":3: annotation file missing for task no-annotation"), "{messages:?}");
+        assert!(messages[2].contains(":4: task no-context: no context file"), "{messages:?}");
+        let good = &dataset.tasks[0];
+        assert_eq!(good.task.contexts[&ContextConfig::ConfigA].config_name, "config_A_diff_only");
+        assert_eq!(good.truth, GroundTruth::ReviewComments { comments: vec![], has_severity_annotations: false });
     }
 }

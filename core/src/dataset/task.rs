@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{ContextConfig, Track};
+use crate::swe_prbench::harness::python;
 
 /// What an agent may see of a task: the change under review and its context. Never the ground
 /// truth.
@@ -38,9 +39,25 @@ pub struct Task {
     /// The reviewed commit (CRBugBench) or the PR head (SWE-PRBench).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_commit: Option<String>,
-    /// SWE-PRBench context renders by configuration, when the dataset ships them.
+    /// SWE-PRBench: the context files by configuration, when the dataset ships them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub contexts: BTreeMap<ContextConfig, String>,
+    pub contexts: BTreeMap<ContextConfig, ReviewContext>,
+}
+
+/// A SWE-PRBench context file, as the reference harness reads it (`loader.py`): what the agent
+/// is shown in one configuration, and the members that name the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewContext {
+    /// The agent's user message, unchanged.
+    pub rendered: String,
+    /// The file's own `config_name`, else the full name of the configuration it was found for:
+    /// agent comment ids and the adjacency rule use it.
+    pub config_name: String,
+    /// The context's `repo` / `pr_number` when given, else the PR record's.
+    pub repo: String,
+    pub pr_number: i64,
+    pub total_tokens: i64,
+    pub pipeline_version: String,
 }
 
 /// A task and the answers it is judged against, held apart.
@@ -56,18 +73,10 @@ pub struct LoadedTask {
 pub enum GroundTruth {
     /// CRBugBench: the bugs the change introduced.
     Bugs { bugs: Vec<Bug> },
-    /// SWE-PRBench: the human review comments that count (see `swe_prbench::select_truth`).
-    ReviewComments { comments: Vec<HumanComment>, selection: CommentSelection },
-}
-
-/// Which human comments a SWE-PRBench task's ground truth holds, and why.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CommentSelection {
-    /// Those in the annotation's `substantive_comment_ids`.
-    Substantive,
-    /// No substantive list: the comments that start a thread.
-    Initiating,
+    /// SWE-PRBench: the annotation's ground-truth comments as the file has them (the
+    /// `substantive_comment_ids`, else the initiating comments; see
+    /// [`crate::swe_prbench::harness::layout::ground_truth`]), and whether any has a severity.
+    ReviewComments { comments: Vec<serde_json::Map<String, serde_json::Value>>, has_severity_annotations: bool },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,26 +91,10 @@ pub struct Bug {
     pub source: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HumanComment {
-    pub id: i64,
-    #[serde(default)]
-    pub author: String,
-    pub body: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub diff_hunk: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub severity: Option<String>,
-}
-
 /// One thing a review should find, in a form every protocol can judge against.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TruthItem {
-    /// `b0`, `b1`… for bugs; `c<comment id>` for human comments.
+    /// `b0`, `b1`… for bugs; `c<comment_id>` for human comments.
     pub id: String,
     pub text: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,11 +119,14 @@ impl GroundTruth {
                 .collect(),
             GroundTruth::ReviewComments { comments, .. } => comments
                 .iter()
-                .map(|c| TruthItem {
-                    id: format!("c{}", c.id),
-                    text: c.body.clone(),
-                    file: c.path.clone(),
-                    line: c.line,
+                .map(|c| {
+                    let member = |key: &str| c.get(key).filter(|v| !v.is_null()).map(python::str_of);
+                    TruthItem {
+                        id: format!("c{}", member("comment_id").unwrap_or_default()),
+                        text: member("body").unwrap_or_default(),
+                        file: member("file"),
+                        line: c.get("line").and_then(python::int_of),
+                    }
                 })
                 .collect(),
         }

@@ -86,12 +86,17 @@ pub fn load_pr_records(path: &Path) -> Result<Vec<Map<String, Value>>, LayoutErr
             })
             .collect());
     }
-    let document = read_json(path)?;
+    Ok(pr_records_of_document(read_json(path)?))
+}
+
+/// The PR records of a JSON document: its `prs` (else `items`) member, or itself, when a list;
+/// the objects of that list.
+pub fn pr_records_of_document(document: Value) -> Vec<Map<String, Value>> {
     let list = match document {
         Value::Object(mut map) => map.remove("prs").or_else(|| map.remove("items")).unwrap_or(Value::Null),
         other => other,
     };
-    Ok(match list {
+    match list {
         Value::Array(items) => items
             .into_iter()
             .filter_map(|item| match item {
@@ -100,7 +105,7 @@ pub fn load_pr_records(path: &Path) -> Result<Vec<Map<String, Value>>, LayoutErr
             })
             .collect(),
         _ => Vec::new(),
-    })
+    }
 }
 
 /// `int(pr_number or number or 0)`.
@@ -212,7 +217,23 @@ impl BenchmarkLayout {
             }
         }
         let record = record.ok_or_else(|| LayoutError::NoRecord { task_id: task_id.to_string() })?;
-        let number = pr_number(&record, task_id)?;
+        self.eval_input_of(&record, task_id, config)
+    }
+
+    /// Whether the PR `record` (of `task_id`) has a context file for `config`.
+    pub fn has_context(&self, record: &Map<String, Value>, task_id: &str, config: &str) -> Result<bool, LayoutError> {
+        let number = pr_number(record, task_id)?;
+        Ok(self.context_path(task_id, number, config).is_ok())
+    }
+
+    /// The evaluation input of the PR `record`, whose task id is `task_id`, under `config`.
+    pub fn eval_input_of(
+        &self,
+        record: &Map<String, Value>,
+        task_id: &str,
+        config: &str,
+    ) -> Result<EvalInput, LayoutError> {
+        let number = pr_number(record, task_id)?;
         let full = full_config_name(config);
         let context_path = self.context_path(task_id, number, &full)?;
         let annotation_candidates = vec![
@@ -253,7 +274,7 @@ impl BenchmarkLayout {
         Ok(EvalInput {
             task_id: task_id.to_string(),
             pr_number,
-            repo: truthy_text("repo").unwrap_or_else(|| text(&record, "repo")),
+            repo: truthy_text("repo").unwrap_or_else(|| text(record, "repo")),
             config_name: truthy_text("config_name").unwrap_or(full),
             rendered_context: text(&context, "rendered"),
             total_tokens: context
@@ -262,10 +283,10 @@ impl BenchmarkLayout {
                 .and_then(python::int_of)
                 .unwrap_or(0),
             pipeline_version: text(&context, "pipeline_version"),
-            difficulty: text(&record, "difficulty"),
-            pr_type: text(&record, "pr_type"),
-            language: text(&record, "language"),
-            diff_patch: text(&record, "diff_patch"),
+            difficulty: text(record, "difficulty"),
+            pr_type: text(record, "pr_type"),
+            language: text(record, "language"),
+            diff_patch: text(record, "diff_patch"),
             human_comments,
             has_severity_annotations,
         })
