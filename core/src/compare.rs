@@ -324,7 +324,7 @@ pub async fn store_comparison<S: ResultStore>(store: &S, comparison: &RunCompari
 /// SWE-PRBench: the PR's human comments (its weight's input).
 fn human_comments(verdicts: &Verdicts) -> Option<u32> {
     match verdicts {
-        Verdicts::SwePrBench(pr) => Some(pr.outcome().scores.human_comments),
+        Verdicts::SwePrBench(pr) => Some(pr.human_comments()),
         Verdicts::CrBugBench(_) | Verdicts::SwePrBenchUnjudged(_) => None,
     }
 }
@@ -484,7 +484,7 @@ fn composite_samples<'a>(records: &[&'a TrialRecord]) -> Vec<Sample<&'a str, f64
         .filter_map(|r| {
             let result = r.result.as_ref().filter(|r| r.outcome.is_scored())?;
             let composite = match (result.outcome, r.verdicts.as_deref()) {
-                (Outcome::Ok, Some(Verdicts::SwePrBench(pr))) => pr.outcome().scores.composite,
+                (Outcome::Ok, Some(Verdicts::SwePrBench(pr))) => pr.composite(),
                 (Outcome::Ok, _) => return None,
                 _ => 0.0,
             };

@@ -97,6 +97,18 @@ pub struct ParsedReview {
     pub words: usize,
     /// What the parser skipped or guessed, for humans reading results.
     pub warnings: Vec<String>,
+    /// The answer to the `swe-prbench` prompt as the reference harness keeps it, from which the
+    /// SWE-PRBench scorer takes the agent's comments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swe_prbench: Option<SwePrBenchAnswer>,
+}
+
+/// The final answer of the harness's agent call sequence and, when it did not parse (or no
+/// answer came), the harness's parse error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwePrBenchAnswer {
+    pub raw_response: String,
+    pub parse_error: Option<String>,
 }
 
 /// Why [`parse_json_findings`] could not read an answer (the reference harness's two parse
@@ -140,7 +152,7 @@ enum ReviewJsonError {
 pub fn parse_review(text: &str) -> ParsedReview {
     let words = text.split_whitespace().count();
     if text.trim().is_empty() {
-        return ParsedReview { findings: Vec::new(), format: ReviewFormat::Empty, words, warnings: Vec::new() };
+        return ParsedReview { findings: Vec::new(), format: ReviewFormat::Empty, words, warnings: Vec::new(), swe_prbench: None };
     }
     let mut warnings = Vec::new();
     if starts_like_json(text) {
@@ -167,7 +179,7 @@ pub fn parse_review(text: &str) -> ParsedReview {
         }
     }
     warnings.extend(markdown.warnings);
-    ParsedReview { findings: markdown.findings, format: ReviewFormat::Markdown, words, warnings }
+    ParsedReview { findings: markdown.findings, format: ReviewFormat::Markdown, words, warnings, swe_prbench: None }
 }
 
 /// The review of an agent given the SWE-PRBench prompt: the one reading of its answer, used both
@@ -176,18 +188,22 @@ pub fn parse_review(text: &str) -> ParsedReview {
 /// parse error → [`ReviewFormat::Unparseable`] with the error as the first warning.
 pub fn parse_swe_prbench_answer(text: &str) -> ParsedReview {
     let words = text.split_whitespace().count();
-    match parse_json_findings(text) {
+    let mut review = match parse_json_findings(text) {
         Ok(findings) if findings.is_empty() => {
-            ParsedReview { findings, format: ReviewFormat::Empty, words, warnings: Vec::new() }
+            ParsedReview { findings, format: ReviewFormat::Empty, words, warnings: Vec::new(), swe_prbench: None }
         }
-        Ok(findings) => ParsedReview { findings, format: ReviewFormat::Json, words, warnings: Vec::new() },
+        Ok(findings) => ParsedReview { findings, format: ReviewFormat::Json, words, warnings: Vec::new(), swe_prbench: None },
         Err(error) => ParsedReview {
             findings: Vec::new(),
             format: ReviewFormat::Unparseable,
             words,
             warnings: vec![error.to_string()],
+            swe_prbench: None,
         },
-    }
+    };
+    let parse_error = (review.format == ReviewFormat::Unparseable).then(|| review.warnings[0].clone());
+    review.swe_prbench = Some(SwePrBenchAnswer { raw_response: text.to_string(), parse_error });
+    review
 }
 
 /// Decodes an agent's JSON answer for the SWE-PRBench protocol exactly as the benchmark's
@@ -231,7 +247,7 @@ fn json_parsed(review: JsonReview, words: usize, mut warnings: Vec<String>) -> P
             MAX_JSON_COMMENTS + review.dropped
         ));
     }
-    ParsedReview { findings: review.findings, format: ReviewFormat::Json, words, warnings }
+    ParsedReview { findings: review.findings, format: ReviewFormat::Json, words, warnings, swe_prbench: None }
 }
 
 /// Whether the review starts like a JSON answer: `{`, or `[` followed by `{` or `]` (so a

@@ -168,7 +168,7 @@ pub fn estimate_ms(task: &Task) -> u64 {
 /// render: a run without the axis keeps the order it always had.
 fn estimate_in_context_ms(task: &Task, context: Option<ContextConfig>) -> u64 {
     match context.and_then(|c| task.contexts.get(&c)) {
-        Some(render) => 30_000 + (render.len() as u64 + task.description.len() as u64 / 4).saturating_mul(20),
+        Some(render) => 30_000 + (render.rendered.len() as u64 + task.description.len() as u64 / 4).saturating_mul(20),
         None => estimate_ms(task),
     }
 }
@@ -361,8 +361,16 @@ spec:
     #[test]
     fn past_durations_are_per_configuration_and_the_axis_is_estimated_by_its_render() {
         let mut t = task("t1", 10);
-        t.contexts.insert(ContextConfig::ConfigA, "a".repeat(100));
-        t.contexts.insert(ContextConfig::ConfigC, "c".repeat(100_000));
+        let context = |rendered: String| crate::dataset::ReviewContext {
+            rendered,
+            config_name: String::new(),
+            repo: String::new(),
+            pr_number: 0,
+            total_tokens: 0,
+            pipeline_version: String::new(),
+        };
+        t.contexts.insert(ContextConfig::ConfigA, context("a".repeat(100)));
+        t.contexts.insert(ContextConfig::ConfigC, context("c".repeat(100_000)));
         let tasks = vec![t];
         let (_, by_size) = swe_plan(SWE_RUN, &tasks);
         assert_eq!(by_size.trials[0].context, Some(ContextConfig::ConfigC), "the biggest render runs first");

@@ -4,6 +4,7 @@
 
 use crate::api::{ContextConfig, PromptPreset, PromptRef};
 use crate::dataset::Task;
+use crate::swe_prbench::harness::prompts::{AGENT_RETRY_SUFFIX, AGENT_SYSTEM_PROMPT};
 
 /// The system message of every review prompt.
 pub const REVIEWER_SYSTEM: &str = "You are an expert software engineer reviewing a pull request. \
@@ -15,23 +16,30 @@ as a numbered markdown list. Start each item with its severity in brackets ([P0]
 [P2] minor) and the location as path:line, then explain the problem and why it matters. \
 If you find nothing wrong, say so in one line.";
 
-const SWE_PRBENCH_INSTRUCTIONS: &str = "You are reviewing a pull request. Identify the issues a careful human \
-reviewer would raise. Return a JSON array of review comments, and nothing else. Each comment is an object \
-{\"body\": string, \"file\": string, \"line\": integer, \"severity\": \"P0\" | \"P1\" | \"P2\"}. \
-Return a JSON array even when it is empty.";
+/// The system message of a prompt, when it has one of its own: the `swe-prbench` preset's is the
+/// reference harness's agent system prompt.
+pub fn system_prompt(prompt: &PromptRef) -> Option<&'static str> {
+    (prompt.preset == Some(PromptPreset::SwePrBench)).then_some(AGENT_SYSTEM_PROMPT)
+}
 
-/// Appended to the `swe-prbench` prompt for the one retry the protocol allows when an answer
-/// could not be parsed into comments.
-pub const SWE_PRBENCH_STRICT_RETRY: &str = "Your previous answer could not be parsed. Answer with the JSON array \
-only: no prose, no markdown fences. Each element is an object with the keys \"body\", \"file\", \"line\" and \
-\"severity\" (\"P0\", \"P1\" or \"P2\"). If there is nothing to report, answer [].";
+/// The user message of the `swe-prbench` preset's parse retry: the first message with the
+/// harness's retry suffix appended, no separator.
+pub fn swe_prbench_retry(user: &str) -> String {
+    format!("{user}{AGENT_RETRY_SUFFIX}")
+}
 
 /// The user message for a task under a prompt. Inline prompts may use the placeholders
 /// `{{title}}`, `{{description}}`, `{{diff}}` and `{{context}}`; without any, the task is appended.
 pub fn review_prompt(prompt: &PromptRef, task: &Task, context: Option<ContextConfig>) -> String {
+    // The harness's user message is the context file's render, unchanged; a task without one
+    // for the configuration is shown as any other.
+    let rendered = task.contexts.get(&crate::dataset::swe_prbench::config_or_default(context));
+    if let (Some(PromptPreset::SwePrBench), Some(rendered)) = (&prompt.preset, rendered) {
+        return rendered.rendered.clone();
+    }
     let body = task_section(task, context);
     match (&prompt.preset, &prompt.inline) {
-        (Some(PromptPreset::SwePrBench), _) => format!("{SWE_PRBENCH_INSTRUCTIONS}\n\n{body}"),
+        (Some(PromptPreset::SwePrBench), _) => format!("{AGENT_SYSTEM_PROMPT}\n\n{body}"),
         (Some(PromptPreset::Default), _) | (None, None) => format!("{DEFAULT_INSTRUCTIONS}\n\n{body}"),
         (None, Some(text)) => {
             let placeholders = ["{{title}}", "{{description}}", "{{diff}}", "{{context}}"];
@@ -52,7 +60,7 @@ pub fn review_prompt(prompt: &PromptRef, task: &Task, context: Option<ContextCon
 fn task_section(task: &Task, context: Option<ContextConfig>) -> String {
     let rendered = context.and_then(|c| task.contexts.get(&c));
     let change = match rendered {
-        Some(text) => text.clone(),
+        Some(context) => context.rendered.clone(),
         None => format!("Diff:\n```diff\n{}\n```", task.diff.trim_end()),
     };
     format!(
@@ -72,5 +80,7 @@ directory: that file is what will be evaluated.";
 
 /// The task given to an agentic harness: the review prompt plus where to work and what to leave.
 pub fn agentic_review_prompt(prompt: &PromptRef, task: &Task, context: Option<ContextConfig>) -> String {
-    format!("{}\n{AGENTIC_WORKSPACE_NOTE}\n", review_prompt(prompt, task, context))
+    // An agentic harness has no system message of ours: the preset's goes first.
+    let system = system_prompt(prompt).map(|s| format!("{}\n\n", s.trim())).unwrap_or_default();
+    format!("{system}{}\n{AGENTIC_WORKSPACE_NOTE}\n", review_prompt(prompt, task, context))
 }

@@ -21,10 +21,9 @@ use crate::findings::ParsedReview;
 use crate::judge::{Judge, Panel, TrialVerdicts};
 use crate::model::{Endpoint, ModelClient, Usage};
 use crate::pricing::PricingTable;
-use crate::swe_prbench::{
-    human_comments, AgentOutput, EmbeddingsBackend, Metering, PrInput, PrVerdict, SimilarityBackend, SwePrBenchJudge,
-    SwePrBenchScorer,
-};
+use crate::swe_prbench::harness::AgentOutput;
+use crate::swe_prbench::scorer::{agent_output, no_answer};
+use crate::swe_prbench::{EmbeddingsBackend, Metering, PrVerdict, SwePrBenchScorer};
 
 /// A trial's verdicts under either protocol, tagged with it in `verdicts.json`.
 // Not boxed: CRBugBench verdicts are the common case (a controller holds one per trial), so the
@@ -127,7 +126,7 @@ impl Verdicts {
     pub fn first_hit_rank(&self) -> Option<u32> {
         match self {
             Verdicts::CrBugBench(v) => v.first_hit_rank,
-            Verdicts::SwePrBench(v) => v.human_comments.iter().filter_map(|h| h.caught_by_rank).min(),
+            Verdicts::SwePrBench(v) => v.first_hit_rank(),
             Verdicts::SwePrBenchUnjudged(_) => None,
         }
     }
@@ -157,7 +156,7 @@ impl Verdicts {
                 JudgeSpend { calls: m.calls, usage: m.usage, cost_usd: m.cost_usd, unpriced_calls: m.unpriced_calls }
             }
             Verdicts::SwePrBench(v) => {
-                let m = v.metering() + v.earlier_judging;
+                let m = v.metering + v.earlier_judging;
                 JudgeSpend { calls: m.calls, usage: m.usage, cost_usd: m.cost_usd, unpriced_calls: m.unpriced_calls }
             }
         }
@@ -221,14 +220,9 @@ impl Scorer {
             }
             ScoringProtocol::SwePrBench => {
                 let model = &judges.panel[0];
-                let judge = SwePrBenchJudge::new(
-                    model.clone(),
-                    endpoint_of(&model.provider, "spec.judges.panel")?,
-                    client.clone(),
-                );
-                let similarity = match &judges.swe_prbench.embeddings {
-                    None => SimilarityBackend::Lexical,
-                    Some(embeddings) => SimilarityBackend::Embeddings(EmbeddingsBackend {
+                let embeddings = match &judges.swe_prbench.embeddings {
+                    None => None,
+                    Some(embeddings) => Some(EmbeddingsBackend {
                         endpoint: endpoint_of(&embeddings.provider, "spec.judges.swePrbench.embeddings")?,
                         model: embeddings.name.clone(),
                         client: client.clone(),
@@ -236,9 +230,11 @@ impl Scorer {
                 };
                 Ok(Some(Scorer::SwePrBench {
                     scorer: Box::new(SwePrBenchScorer {
-                        judge,
-                        similarity,
-                        reading: judges.swe_prbench.reading,
+                        judge: model.clone(),
+                        endpoint: endpoint_of(&model.provider, "spec.judges.panel")?,
+                        client: client.clone(),
+                        embeddings,
+                        departures: judges.swe_prbench.departures_in_force(),
                         pricing: pricing.clone(),
                     }),
                     context_config: spec.agent.context_config,
@@ -258,19 +254,21 @@ impl Scorer {
         task: &LoadedTask,
         review: &ParsedReview,
         previous: Option<&Verdicts>,
+        agent_model: &str,
     ) -> Result<Verdicts, ScoreError> {
-        self.score_in_context(task, None, review, previous).await
+        self.score_in_context(task, None, review, previous, agent_model).await
     }
 
     /// [`Scorer::score`] for a trial of the `matrix.contextConfigs` axis in configuration
     /// `context` (`None`: the run's own, as [`Scorer::score`]); SWE-PRBench verdicts record it,
-    /// and the summary's `by_context` groups by it.
+    /// and the summary groups by it. `agent_model` labels SWE-PRBench results as the harness does.
     pub async fn score_in_context(
         &self,
         task: &LoadedTask,
         context: Option<ContextConfig>,
         review: &ParsedReview,
         previous: Option<&Verdicts>,
+        agent_model: &str,
     ) -> Result<Verdicts, ScoreError> {
         match self {
             Scorer::CrBugBench { panel, k_max } => {
@@ -282,15 +280,10 @@ impl Scorer {
                 Ok(Verdicts::CrBugBench(panel.judge_again(&review.findings, &truth, *k_max, previous).await))
             }
             Scorer::SwePrBench { scorer, context_config } => {
-                let humans = human_comments(&task.truth)
-                    .ok_or_else(|| ScoreError::WrongGroundTruth { task: task.task.id.clone() })?;
-                let agent = AgentOutput::from_parsed_review(review);
-                let input = PrInput {
-                    task: &task.task,
-                    human_comments: humans,
-                    context_config: context.or(*context_config),
-                    agent: &agent,
-                };
+                let config = crate::dataset::swe_prbench::config_or_default(context.or(*context_config));
+                let input = crate::dataset::swe_prbench::eval_input(&task.task, config, &task.truth)
+                    .ok_or_else(|| ScoreError::NoSwePrBenchInput { task: task.task.id.clone(), config })?;
+                let agent = swe_prbench_agent_output(&input, review);
                 let earlier = match previous {
                     Some(previous @ Verdicts::SwePrBenchUnjudged(_)) => previous.spend(),
                     _ => JudgeSpend::default(),
@@ -301,7 +294,7 @@ impl Scorer {
                     cost_usd: earlier.cost_usd,
                     unpriced_calls: earlier.unpriced_calls,
                 };
-                Ok(match scorer.score_pr(&input).await {
+                Ok(match scorer.score(&input, config, &agent, agent_model).await {
                     Ok(verdict) => Verdicts::SwePrBench(Box::new(PrVerdict { earlier_judging: earlier, ..verdict })),
                     Err(failed) => Verdicts::SwePrBenchUnjudged(UnjudgedPr {
                         error: failed.error.to_string(),
@@ -313,13 +306,25 @@ impl Scorer {
     }
 }
 
+/// The harness's agent output for a stored review: the `swe-prbench` prompt's answer as the
+/// worker kept it; any other review is not the JSON comment list the protocol reads.
+fn swe_prbench_agent_output(input: &crate::swe_prbench::harness::EvalInput, review: &ParsedReview) -> AgentOutput {
+    match &review.swe_prbench {
+        Some(answer) => match &answer.parse_error {
+            None => agent_output(input, &answer.raw_response),
+            Some(error) => AgentOutput { raw_response: answer.raw_response.clone(), ..no_answer(error) },
+        },
+        None => no_answer("the review is not the JSON comment list of the swe-prbench prompt"),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ScoreError {
     #[error(
-        "task {task}: the SWE-PRBench protocol scores against human review comments, and this task has ground-truth \
-         bugs; use judges.protocol: crbugbench"
+        "task {task}: the SWE-PRBench protocol scores a context file ({}) against human review comments, and this \
+         task has no such context or has ground-truth bugs; use judges.protocol: crbugbench", config.as_str()
     )]
-    WrongGroundTruth { task: String },
+    NoSwePrBenchInput { task: String, config: ContextConfig },
 }
 
 #[cfg(test)]

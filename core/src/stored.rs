@@ -339,9 +339,9 @@ async fn read_stored<S: ResultStore>(
 /// Reduces verdicts to what the summary reads: CRBugBench votes become their rating matrix
 /// (one byte a vote, [`crate::judge::PanelRatings`], which also knows the panel's size), and the
 /// pair decisions, the caught items, the judges' names and the prompt version go (the first hit
-/// rank and the spend stay); SWE-PRBench verdicts lose the agent comments, the matches,
-/// the diff statistics and the judge's raw answer (the human comments, which give the first hit
-/// rank, and the scores stay). Everything dropped is in `verdicts.json`, for audits and
+/// rank and the spend stay); SWE-PRBench verdicts lose the judge's raw answer and the lists of
+/// missed and fabricated comments (every score, and the matched pairs, which give the first hit
+/// rank, stay). Everything dropped is in `verdicts.json`, for audits and
 /// re-scoring; a verdict's votes and comments are most of its bytes.
 pub fn compact_verdicts(verdicts: &mut Verdicts) {
     match verdicts {
@@ -354,12 +354,9 @@ pub fn compact_verdicts(verdicts: &mut Verdicts) {
             panel.prompt_version = String::new();
         }
         Verdicts::SwePrBench(pr) => {
-            if let Some(judge) = pr.judge.as_mut() {
-                judge.answer = String::new();
-            }
-            pr.agent_comments = Vec::new();
-            pr.matches = Vec::new();
-            pr.diff = None;
+            pr.judge_answer = None;
+            pr.result.missed_comments = Vec::new();
+            pr.result.fabricated_comments = Vec::new();
         }
         Verdicts::SwePrBenchUnjudged(_) => {}
     }

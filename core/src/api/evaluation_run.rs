@@ -534,6 +534,19 @@ pub struct SwePrBenchSpec {
     /// similarity is used, and every report says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embeddings: Option<ModelRef>,
+    /// Lightsout's departures from the reference harness, each off by default (README:
+    /// "SWE-PRBench: where Lightsout departs").
+    #[serde(default)]
+    pub departures: crate::swe_prbench::harness::Departures,
+}
+
+impl SwePrBenchSpec {
+    /// The departures in force: those set, and the paper's stage 2 under `reading: paper`.
+    pub fn departures_in_force(&self) -> crate::swe_prbench::harness::Departures {
+        let mut departures = self.departures;
+        departures.paper_stage_two |= self.reading == crate::swe_prbench::ProtocolReading::Paper;
+        departures
+    }
 }
 
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]

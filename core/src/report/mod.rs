@@ -188,7 +188,7 @@ pub fn build(run: &ComparedRun, artifacts: &ArtifactIndex) -> ReportData {
                 judged: verdicts.is_some(),
                 first_hit_rank: verdicts.and_then(Verdicts::first_hit_rank),
                 composite: match verdicts {
-                    Some(Verdicts::SwePrBench(pr)) => Some(pr.outcome().scores.composite),
+                    Some(Verdicts::SwePrBench(pr)) => Some(pr.composite()),
                     _ => None,
                 },
                 artifacts: LINKED_ARTIFACTS

@@ -24,7 +24,6 @@ use super::layout::{EvalInput, CONFIG_C};
 use super::python;
 use super::similarity::{cos_sim, cosine, Scoring, Similarity};
 use super::verdict::{human_id, JudgeOutput};
-use crate::swe_prbench::matching::same_file;
 
 /// Stage-2 pairs below this affinity are not matches.
 pub const AFFINITY_THRESHOLD: f64 = 0.3;
@@ -144,6 +143,26 @@ impl PairTable {
         PairTable(out)
     }
 }
+
+/// The `normalise_paths` departure's comparison: equal after trimming whitespace, quotes and
+/// backticks and removing leading `./`; a git `a/` or `b/` prefix on one side is ignored when
+/// the rest equals the other side.
+fn same_file(a: &str, b: &str) -> bool {
+    let normalise = |path: &str| {
+        let mut path = path.trim().trim_matches(|c| c == '`' || c == '"' || c == '\'');
+        while let Some(rest) = path.strip_prefix("./") {
+            path = rest;
+        }
+        path.to_string()
+    };
+    let (a, b) = (normalise(a), normalise(b));
+    if a.is_empty() || b.is_empty() {
+        return false;
+    }
+    let without_git_prefix = |p: &str| p.strip_prefix("a/").or_else(|| p.strip_prefix("b/")).map(str::to_string);
+    a == b || without_git_prefix(&a).as_deref() == Some(&b) || without_git_prefix(&b).as_deref() == Some(&a)
+}
+
 
 fn affinity(similarity: f64, agent: &AgentComment, human: &Map<String, Value>, normalise_paths: bool) -> f64 {
     let mut score = similarity;

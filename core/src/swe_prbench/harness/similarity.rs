@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use super::departures::Departures;
-use crate::swe_prbench::{cosine as term_cosine, lexical_vectors};
+use std::collections::{BTreeMap, HashMap};
 
 /// Something that embeds texts (one vector per text, in order), or fails.
 pub trait Embedder {
@@ -121,3 +121,111 @@ mod tests {
         assert_eq!(lexical_similarity("a_b", "a b"), 0.0);
     }
 }
+
+/// Vectors computed beforehand (the run path embeds a record's texts in one asynchronous call,
+/// [`texts_to_embed`]); a text without one fails, as an unavailable model does.
+#[derive(Debug, Default)]
+pub struct VectorTable(pub HashMap<String, Vec<f64>>);
+
+impl Embedder for VectorTable {
+    fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<f64>>, String> {
+        texts.iter().map(|t| self.0.get(*t).cloned().ok_or_else(|| format!("no vector for {t:?}"))).collect()
+    }
+}
+
+/// Every text [`super::evaluate_record`] may embed for a record: each agent and ground-truth
+/// comment body as it is and stripped, once each, in a stable order.
+pub fn texts_to_embed(input: &super::EvalInput, agent: &super::AgentOutput) -> Vec<String> {
+    let human = input.human_comments.iter().map(|c| {
+        c.get("body").filter(|v| super::python::truthy(v)).map(super::python::str_of).unwrap_or_default()
+    });
+    let bodies: Vec<String> = agent.comments.iter().map(|c| c.body.clone()).chain(human).collect();
+    let mut seen = HashSet::new();
+    bodies
+        .iter()
+        .flat_map(|b| [b.clone(), super::python::strip(b).to_string()])
+        .filter(|t| seen.insert(t.clone()))
+        .collect()
+}
+
+// Term-count cosine, for the `lexical_cosine` departure (Lightsout's similarity before it
+// followed the harness).
+
+/// Cosine similarity; 0 when either vector is zero (or they differ in length).
+pub fn term_cosine(a: &[f64], b: &[f64]) -> f64 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let (na, nb) = (norm(a), norm(b));
+    if na == 0.0 || nb == 0.0 || !dot.is_finite() {
+        return 0.0;
+    }
+    (dot / (na * nb)).clamp(-1.0, 1.0)
+}
+
+/// The lexical similarity's terms: the text is split at every character that is not
+/// alphanumeric (so `_`, punctuation and whitespace separate), each piece is split at camelCase
+/// boundaries (`parseJSONBody` → `parse`, `JSON`, `Body`; a digit followed by an upper-case
+/// letter also splits), lower-cased, and pieces shorter than 2 characters are dropped.
+pub fn lexical_terms(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .flat_map(split_camel_case)
+        .map(str::to_lowercase)
+        .filter(|term| term.chars().count() >= 2)
+        .collect()
+}
+
+/// `fooBar` → `foo`, `Bar`; `HTTPServer` → `HTTP`, `Server`; `v2Api` → `v2`, `Api`.
+fn split_camel_case(word: &str) -> Vec<&str> {
+    let chars: Vec<(usize, char)> = word.char_indices().collect();
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for i in 1..chars.len() {
+        let (at, current) = chars[i];
+        let previous = chars[i - 1].1;
+        let next_is_lower = chars.get(i + 1).is_some_and(|(_, c)| c.is_lowercase());
+        let boundary = current.is_uppercase()
+            && ((previous.is_lowercase() || previous.is_numeric()) || (previous.is_uppercase() && next_is_lower));
+        if boundary {
+            parts.push(&word[start..at]);
+            start = at;
+        }
+    }
+    if start < word.len() {
+        parts.push(&word[start..]);
+    }
+    parts
+}
+
+/// Term-count vectors of `texts` over their joint vocabulary (in sorted term order).
+pub fn lexical_vectors(texts: &[String]) -> Vec<Vec<f64>> {
+    let counts: Vec<BTreeMap<String, f64>> = texts
+        .iter()
+        .map(|text| {
+            let mut counts = BTreeMap::new();
+            for term in lexical_terms(text) {
+                *counts.entry(term).or_insert(0.0) += 1.0;
+            }
+            counts
+        })
+        .collect();
+    let vocabulary: BTreeMap<&str, usize> = {
+        let mut terms: Vec<&str> = counts.iter().flat_map(|c| c.keys().map(String::as_str)).collect();
+        terms.sort_unstable();
+        terms.dedup();
+        terms.into_iter().enumerate().map(|(i, term)| (term, i)).collect()
+    };
+    counts
+        .iter()
+        .map(|text_counts| {
+            let mut vector = vec![0.0; vocabulary.len()];
+            for (term, count) in text_counts {
+                vector[vocabulary[term.as_str()]] = *count;
+            }
+            vector
+        })
+        .collect()
+}
+
