@@ -45,11 +45,11 @@ pub fn summary_table(summary: &RunSummary) -> String {
             });
         }
         if composite {
-            let score = v.swe_prbench.as_ref().filter(|s| s.aggregate.overall.prs > 0);
+            let score = v.swe_prbench.as_ref().filter(|s| s.records > 0);
             row.push(match score {
                 Some(s) => match &s.composite_interval {
-                    Some(i) => format!("{:.3} [{:.3},{:.3}]", s.aggregate.overall.composite, i.low, i.high),
-                    None => format!("{:.3}", s.aggregate.overall.composite),
+                    Some(i) => format!("{:.3} [{:.3},{:.3}]", s.composite, i.low, i.high),
+                    None => format!("{:.3}", s.composite),
                 },
                 None => "-".into(),
             });

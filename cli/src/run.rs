@@ -25,7 +25,7 @@ pub fn validate(file: &Path) -> anyhow::Result<()> {
     for line in &loaded.skipped {
         eprintln!("warning: skipped malformed dataset line {line}");
     }
-    let tasks = dataset::select_for_run(loaded.tasks, &spec.dataset)?;
+    let tasks = dataset::select_for_run(loaded.tasks, spec)?;
     let tasks: Vec<_> = tasks.into_iter().map(|t| t.task).collect();
     let plan = plan::plan(spec, &tasks, |_, _| None);
     let contexts = match &spec.matrix.context_configs {

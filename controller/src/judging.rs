@@ -112,7 +112,8 @@ async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> (u
     let store = &prepared.store;
     let trial = &prepared.plan.trials[index];
     let task = &prepared.tasks[trial.task as usize];
-    let variant_id = &prepared.plan.variants[trial.variant as usize].id;
+    let variant = &prepared.plan.variants[trial.variant as usize];
+    let variant_id = &variant.id;
     let findings_key = prepared.layout.artifact(variant_id, &trial.id, attempt, "findings.json");
     let verdicts_key = prepared.layout.artifact(variant_id, &trial.id, attempt, "verdicts.json");
     let verdicts = async {
@@ -130,7 +131,7 @@ async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> (u
             Err(e) => return Err(format!("{}: {e}", store.uri(&verdicts_key))),
         };
         let verdicts = scorer
-            .score_in_context(task, trial.context, &review, previous.as_ref())
+            .score_in_context(task, trial.context, &review, previous.as_ref(), &variant.model.name)
             .await
             .map_err(|e| e.to_string())?;
         let bytes = serde_json::to_vec_pretty(&verdicts).expect("verdicts serialise");

@@ -245,7 +245,7 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
     ctx.metrics.run_progress(&key, complete, state.last_progress.unwrap_or(now));
     if let Some(summary) = &state.summary {
         for variant in &summary.variants {
-            let composite = variant.swe_prbench.as_ref().map(|s| s.aggregate.overall.composite);
+            let composite = variant.swe_prbench.as_ref().map(|s| s.composite);
             ctx.metrics.variant_scores(&key, &variant.name, &variant.recall, composite);
         }
     }
@@ -590,7 +590,7 @@ async fn summarise(
     }
     let max_attempts = prepared.max_attempts(&run.spec);
     let stored = state.stored.as_ref().expect("stored");
-    let records = stored.trial_records(&prepared.plan.trials, &prepared.tasks, max_attempts);
+    let records = stored.trial_records(&prepared.plan.trials, &prepared.tasks, max_attempts, prepared.spec.agent.context_config);
     let spec = &run.spec;
     let summary = summary::summarise_run(
         RunIdentity {

@@ -174,7 +174,7 @@ pub async fn prepare(run: &EvaluationRun, ctx: &Context) -> Result<(PreparedRun,
     };
     let loaded = load_dataset(spec, ctx, dataset_credentials).await?;
     let skipped_lines = loaded.skipped.len() as u32;
-    let tasks = dataset::select_for_run(loaded.tasks, &spec.dataset).map_err(|e| invalid(e.to_string()))?;
+    let tasks = dataset::select_for_run(loaded.tasks, spec).map_err(|e| invalid(e.to_string()))?;
     if ctx.settings.trial.default_task_image.is_none() {
         let missing: Vec<&str> =
             tasks.iter().filter(|t| t.task.image.is_none()).map(|t| t.task.id.as_str()).take(5).collect();

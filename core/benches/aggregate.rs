@@ -196,6 +196,7 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 judges: judges.clone(),
                 judged_findings: FINDINGS_PER_TRIAL as u32,
                 truth_items: 1,
+            swe_prbench_input: None,
                 votes,
                 decisions,
                 caught: first_hit_rank.map(|r| ("bug".to_string(), r)).into_iter().collect(),

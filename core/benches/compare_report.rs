@@ -99,6 +99,7 @@ fn run(name: &str, planted_drop: f64) -> ComparedRun {
                     difficulty: None,
                     language: None,
                     truth_items: 1,
+            swe_prbench_input: None,
                     result: Some(result),
                     verdicts: Some(verdicts(first_hit(v, task, repeat, drop))),
                 });

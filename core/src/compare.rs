@@ -298,6 +298,7 @@ pub async fn load_run<S: ResultStore>(store: &S, run: &str) -> anyhow::Result<Co
             difficulty: None,
             language: None,
             truth_items,
+            swe_prbench_input: None,
             result,
             verdicts,
         });
@@ -767,6 +768,8 @@ mod tests {
                         difficulty: None,
                         language: None,
                         truth_items: 1,
+            swe_prbench_input: None,
+                        swe_prbench_input: None,
                         result: Some(result),
                         verdicts: verdict.map(Arc::new),
                     });

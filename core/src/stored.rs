@@ -227,7 +227,15 @@ impl StoredRun {
     }
 
     /// One record per planned trial: its final result and that attempt's verdicts, if any.
-    pub fn trial_records(&self, trials: &[PlannedTrial], tasks: &[LoadedTask], max_attempts: u32) -> Vec<TrialRecord> {
+    /// `run_context`: the run's `agent.contextConfig`, the configuration of trials without one
+    /// of their own.
+    pub fn trial_records(
+        &self,
+        trials: &[PlannedTrial],
+        tasks: &[LoadedTask],
+        max_attempts: u32,
+        run_context: Option<crate::api::ContextConfig>,
+    ) -> Vec<TrialRecord> {
         trials
             .iter()
             .map(|t| {
@@ -244,6 +252,12 @@ impl StoredRun {
                     difficulty: loaded.task.difficulty.clone(),
                     language: loaded.task.language.clone(),
                     truth_items: loaded.truth.items().len() as u32,
+                    swe_prbench_input: crate::dataset::swe_prbench::eval_input(
+                        &loaded.task,
+                        crate::dataset::swe_prbench::config_or_default(t.context.or(run_context)),
+                        &loaded.truth,
+                    )
+                    .map(crate::summary::swe_prbench_record_input),
                     result,
                     verdicts,
                     earlier_attempts,
@@ -518,6 +532,7 @@ mod tests {
                         difficulty: None,
                         language: None,
                         truth_items: 2,
+                        swe_prbench_input: None,
                         verdicts: (outcome == "ok").then(|| Arc::new(verdicts)),
                         result: Some(Arc::new(HeldResult::from(&result))),
                     });

@@ -14,9 +14,12 @@
 //!   repeats, each repeat is one sample. Also given per track (pre-merge, post-merge).
 //! - Intervals: 95% cluster-bootstrap intervals ([`crate::stats`]) that resample tasks, so a
 //!   task's repeats stay together; `spec.judges.bootstrap` sets resamples and seed.
-//! - SWE-PRBench: the composite and its parts are means weighted by ln(human comments + 1)
-//!   ([`crate::swe_prbench::aggregate`]); the composite's interval resamples tasks with the same
-//!   weights.
+//! - SWE-PRBench: each scored trial is one of the reference harness's records (its `EvalResult`;
+//!   a trial without an answer is the harness's record of a failed generation), and the
+//!   variant's `swe_prbench` holds the harness's `eval_report.json` cells over them
+//!   ([`crate::swe_prbench::harness::eval_report`], records in the harness's file-name order)
+//!   and the headline `composite`: the overall score weighted by ln(human comments + 1), as the
+//!   harness weights within a configuration. Its interval resamples tasks with the same weights.
 //! - Judge agreement (CRBugBench, two or more judges): Fleiss' kappa and pairwise agreement over
 //!   the judged (finding, ground-truth item) pairs of the variant's scored trials.
 //! - Comparisons: every variant against the first, paired by (task, repeat) — and context
@@ -34,10 +37,10 @@ use crate::model::Usage;
 use crate::plan::Variant;
 use crate::scoring::Verdicts;
 use crate::stats::{self, Agreement, BootstrapConfig, Cluster, Interval, McNemar, PairedDifference, Sample};
-use crate::swe_prbench::{
-    self, AgentOutputStatus, PrOutcome, ProtocolReading, ScoreInput, SimilarityKind, SwePrBenchAggregate,
-    SWE_PRBENCH_JUDGE_PROMPT_VERSION,
-};
+use crate::swe_prbench::harness::report::eval_result_file_name;
+use crate::swe_prbench::harness::{eval_report, Departures, EvalInput, EvalReport, EvalResult};
+use crate::swe_prbench::scorer::{model_label, no_answer, score_unjudged};
+use crate::swe_prbench::{ProtocolReading, SimilarityKind};
 use crate::trial::Outcome;
 
 pub const SUMMARY_SCHEMA: &str = "lightsout.dev/summary/v1";
@@ -192,10 +195,15 @@ pub struct TrajectoryStats {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SwePrBenchSummary {
-    #[serde(flatten)]
-    pub aggregate: SwePrBenchAggregate,
+    /// Records scored (trials, one a (task, configuration, repeat)).
+    pub records: u32,
+    /// The overall score over every record, weighted by ln(human comments + 1) (the harness's
+    /// `overall_score_weighted` of one configuration; over all of them here).
+    pub composite: f64,
     /// The weighted composite's bootstrap interval.
     pub composite_interval: Option<Interval>,
+    /// The harness's `eval_report.json` over the records (without `run_date` and `records`).
+    pub report: EvalReport,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -235,12 +243,24 @@ pub struct TrialRecord {
     pub language: Option<String>,
     /// Ground-truth items of the task (SWE-PRBench: human comments, the PR's weight).
     pub truth_items: u32,
+    /// SWE-PRBench: the trial's evaluation input without the context render and the diff (what
+    /// the record of a trial without an answer needs; see [`swe_prbench_record_input`]).
+    pub swe_prbench_input: Option<Box<EvalInput>>,
     /// The final attempt's result, if the trial has finished (shared with the stored run's).
     pub result: Option<Arc<crate::stored::HeldResult>>,
     pub verdicts: Option<Arc<Verdicts>>,
     /// What the trial's other attempts (infrastructure failures) spent: their successful model
     /// calls were paid for too. Boxed: most trials have none.
     pub earlier_attempts: Option<Box<AttemptsSpend>>,
+}
+
+/// The evaluation input a [`TrialRecord`] keeps: the full input without the two texts a record
+/// without an answer never reads (the agent's context render and the diff), so that a run's
+/// records stay small.
+pub fn swe_prbench_record_input(mut input: EvalInput) -> Box<EvalInput> {
+    input.rendered_context = String::new();
+    input.diff_patch = String::new();
+    Box::new(input)
 }
 
 /// Apart in [`TrialRecord::pairing_index`]: past any repeat index (`matrix.repeats` is at most 100).
@@ -281,6 +301,10 @@ pub struct ScoringSettings {
     pub context_config: Option<ContextConfig>,
     pub reading: ProtocolReading,
     pub similarity: SimilarityKind,
+    /// SWE-PRBench: the judge's model name (results are labelled `<agent>::judge=<judge>`) and
+    /// the departures in force.
+    pub judge_model: String,
+    pub departures: Departures,
 }
 
 impl ScoringSettings {
@@ -300,6 +324,8 @@ impl ScoringSettings {
             } else {
                 SimilarityKind::Lexical
             },
+            judge_model: judges.panel.first().map(|m| m.name.clone()).unwrap_or_default(),
+            departures: judges.swe_prbench.departures_in_force(),
         }
     }
 }
@@ -338,12 +364,14 @@ pub fn summarise_run(
         None => Vec::new(),
     };
     if settings.protocol == ScoringProtocol::SwePrBench
-        && summaries.iter().any(|v| v.swe_prbench.as_ref().is_some_and(|s| s.aggregate.lexical()))
+        && settings.similarity == SimilarityKind::Lexical
+        && summaries.iter().any(|v| v.swe_prbench.as_ref().is_some_and(|s| s.records > 0))
     {
         notices.insert(
             0,
             "SWE-PRBench similarity is LEXICAL (no embeddings endpoint in spec.judges.swePrbench.embeddings): \
-             stage-2 matching, duplicate clusters and alignment differ from the published protocol's embeddings"
+             the reference harness's Jaccard fallback, not its all-mpnet-base-v2 embeddings; stage-2 matching, \
+             duplicate clusters and alignment differ from the published numbers"
                 .to_string(),
         );
     }
@@ -373,7 +401,7 @@ pub fn summarise_run(
 struct Scored<'a> {
     record: &'a TrialRecord,
     hits: Vec<bool>,
-    pr: Option<PrOutcome>,
+    pr: Option<std::borrow::Cow<'a, EvalResult>>,
 }
 
 fn summarise_variant(
@@ -432,7 +460,7 @@ fn summarise_variant(
                         panels.push(panel);
                         (hits, None)
                     }
-                    Verdicts::SwePrBench(pr) => (hits, Some(pr.outcome())),
+                    Verdicts::SwePrBench(pr) => (hits, Some(std::borrow::Cow::Borrowed(&pr.result))),
                     // Never complete: the guard above counts it unjudged.
                     Verdicts::SwePrBenchUnjudged(_) => {
                         trials.unjudged += 1;
@@ -444,7 +472,7 @@ fn summarise_variant(
                 trials.unjudged += 1;
                 continue;
             }
-            _ => (vec![false; ks.len()], no_review_outcome(record, settings)),
+            _ => (vec![false; ks.len()], no_review_result(record, result.outcome, variant, settings)),
         };
         if result.outcome == Outcome::Ok {
             findings.push(result.findings as f64);
@@ -494,10 +522,10 @@ fn summarise_variant(
         for (i, column) in columns.iter_mut().enumerate() {
             column.push(Cluster::new(*task, rows.iter().map(|s| f64::from(u8::from(s.hits[i]))).collect()));
         }
-        let prs: Vec<&PrOutcome> = rows.iter().filter_map(|s| s.pr.as_ref()).collect();
+        let prs: Vec<&EvalResult> = rows.iter().filter_map(|s| s.pr.as_deref()).collect();
         if let Some(first) = prs.first() {
-            let weight = (f64::from(first.scores.human_comments) + 1.0).ln();
-            composite.push(Cluster::weighted(*task, weight, prs.iter().map(|p| p.scores.composite).collect()));
+            let weight = first.difficulty_weight;
+            composite.push(Cluster::weighted(*task, weight, prs.iter().map(|p| p.overall_score).collect()));
         }
     }
     let has_composite = !composite.is_empty();
@@ -516,8 +544,24 @@ fn summarise_variant(
         ks.iter().zip(intervals).filter_map(|(k, interval)| Some((k.to_string(), interval?))).collect();
 
     let swe_prbench = (settings.protocol == ScoringProtocol::SwePrBench).then(|| {
-        let outcomes: Vec<PrOutcome> = scored.iter().filter_map(|s| s.pr.clone()).collect();
-        SwePrBenchSummary { aggregate: swe_prbench::aggregate(&outcomes), composite_interval }
+        let mut results: Vec<(String, &EvalResult)> = scored
+            .iter()
+            .filter_map(|s| {
+                let pr = s.pr.as_deref()?;
+                let config = crate::dataset::swe_prbench::config_or_default(s.record.context_config.or(settings.context_config));
+                let name = eval_result_file_name(&pr.task_id, &crate::dataset::swe_prbench::full_name(config));
+                Some((format!("{name}\u{0}{:08}", s.record.repeat), pr))
+            })
+            .collect();
+        // The harness reads its records in file-name order; repeats after one another.
+        results.sort_by(|a, b| a.0.cmp(&b.0));
+        let results: Vec<EvalResult> = results.into_iter().map(|(_, r)| r.clone()).collect();
+        SwePrBenchSummary {
+            records: results.len() as u32,
+            composite: weighted_composite(&results),
+            composite_interval,
+            report: eval_report(&results),
+        }
     });
     let judge_agreement = panel_agreement(&panels, variant, notices);
     let finished_scored = durations.len();
@@ -570,29 +614,32 @@ fn trajectory_stats(trajectories: &[&crate::stored::HeldTrajectory]) -> Option<T
     })
 }
 
-/// Under SWE-PRBench, a scored trial without a review (agent failure, timeout, trial budget)
-/// is an empty output: composite 0, weighted by its PR's human comments like any other.
-fn no_review_outcome(record: &TrialRecord, settings: &ScoringSettings) -> Option<PrOutcome> {
-    if settings.protocol != ScoringProtocol::SwePrBench {
-        return None;
+/// Under SWE-PRBench, a scored trial without a review (agent failure, timeout, trial budget) is
+/// the harness's record of a generation that failed: no comment, the judge skipped, every
+/// score 0, weighted by its PR's human comments like any other.
+fn no_review_result<'a>(
+    record: &TrialRecord,
+    outcome: Outcome,
+    variant: &Variant,
+    settings: &ScoringSettings,
+) -> Option<std::borrow::Cow<'a, EvalResult>> {
+    let input = record.swe_prbench_input.as_deref().filter(|_| settings.protocol == ScoringProtocol::SwePrBench)?;
+    let reason = format!("Agent generation failed: the trial ended {}", outcome.as_str());
+    let label = model_label(&variant.model.name, &settings.judge_model);
+    Some(std::borrow::Cow::Owned(score_unjudged(input, &no_answer(&reason), &label, settings.departures)))
+}
+
+/// Σ overall·weight / Σ weight over `results`, the plain mean when the weights sum to 0 (the
+/// harness's weighted mean); 0 without results.
+fn weighted_composite(results: &[EvalResult]) -> f64 {
+    if results.is_empty() {
+        return 0.0;
     }
-    let scores = swe_prbench::score_pr(&ScoreInput {
-        agent_output: AgentOutputStatus::Empty,
-        human_comments: record.truth_items as usize,
-        labels: &[],
-        actionability: &[],
-        matched_cosines: &[],
-        clusters: 0,
-        judge_fallback: false,
-    });
-    Some(PrOutcome {
-        prompt_version: SWE_PRBENCH_JUDGE_PROMPT_VERSION.to_string(),
-        reading: settings.reading,
-        similarity: settings.similarity,
-        context_config: record.context_config.or(settings.context_config),
-        difficulty: record.difficulty.clone(),
-        scores,
-    })
+    let weight: f64 = results.iter().map(|r| r.difficulty_weight).sum();
+    if weight <= 0.0 {
+        return results.iter().map(|r| r.overall_score).sum::<f64>() / results.len() as f64;
+    }
+    results.iter().map(|r| r.overall_score * r.difficulty_weight).sum::<f64>() / weight
 }
 
 /// Fleiss' kappa and pairwise agreement over every judged (finding, item) pair of `panels`;
@@ -730,6 +777,7 @@ mod tests {
             difficulty: None,
             language: None,
             truth_items: 1,
+            swe_prbench_input: None,
             result: None,
             verdicts: None,
             earlier_attempts: None,

@@ -147,7 +147,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
         on_event(Event::Notice(format!("skipped malformed dataset line {line}")));
     }
     let skipped_lines = loaded.skipped;
-    let tasks = dataset::select_for_run(loaded.tasks, &spec.dataset)?;
+    let tasks = dataset::select_for_run(loaded.tasks, spec)?;
     let variants = plan::variants(spec);
     for variant in &variants {
         crate::harness::check(&variant.harness)
@@ -392,7 +392,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                 }
                 let attempt_dir = (variant.id.as_str(), planned.id.as_str(), attempt);
                 let previous = state.verdicts(&planned.id, attempt);
-                match judge_trial(store, layout, scorer, attempt_dir, (loaded, planned.context), previous).await {
+                match judge_trial(store, layout, scorer, attempt_dir, (loaded, planned.context, &variant.model.name), previous).await {
                     Ok(verdicts) => {
                         // Only this judging's calls are new spend; the previous verdicts' were
                         // counted when the run started.
@@ -433,7 +433,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
 
     // The summary is computed from the store alone, exactly as anyone re-reading it would.
     let state = StoredRun::scan(&store, &layout).await?;
-    let records = state.trial_records(&plan.trials, &tasks, max_attempts);
+    let records = state.trial_records(&plan.trials, &tasks, max_attempts, spec.agent.context_config);
     let summary = summary::summarise_run(
         RunIdentity { name: name.clone(), spec_hash: spec_hash(spec), generated_at: chrono::Utc::now() },
         DatasetSummary {
@@ -464,14 +464,14 @@ async fn judge_trial<S: ResultStore>(
     layout: &RunLayout,
     scorer: &Scorer,
     (variant_id, trial_id, attempt): (&str, &str, u32),
-    (task, context): (&LoadedTask, Option<ContextConfig>),
+    (task, context, agent_model): (&LoadedTask, Option<ContextConfig>, &str),
     previous: Option<&Verdicts>,
 ) -> anyhow::Result<Verdicts> {
     let findings_key = layout.artifact(variant_id, trial_id, attempt, "findings.json");
     let bytes = store.get(&findings_key).await?.with_context(|| format!("{findings_key} is missing"))?;
     let parsed: ParsedReview =
         serde_json::from_slice(&bytes).with_context(|| format!("{findings_key} is not valid"))?;
-    let verdicts = scorer.score_in_context(task, context, &parsed, previous).await?;
+    let verdicts = scorer.score_in_context(task, context, &parsed, previous, agent_model).await?;
     let key = layout.artifact(variant_id, trial_id, attempt, "verdicts.json");
     store.put(&key, &serde_json::to_vec_pretty(&verdicts)?).await?;
     Ok(verdicts)

@@ -9,14 +9,13 @@ use std::time::{Duration, Instant};
 use lightsout_core::api::{ContextConfig, HarnessName, PromptPreset};
 use lightsout_core::compress::{compress, EXCHANGES_ARTIFACT, TRAJECTORY_ARTIFACT};
 use lightsout_core::dataset::Task;
-use lightsout_core::findings::{parse_review, parse_swe_prbench_answer, ParsedReview};
+use lightsout_core::findings::{parse_review, parse_swe_prbench_answer, ParsedReview, SwePrBenchAnswer};
 use lightsout_core::hash::sha256_hex;
 use lightsout_core::model::{CallError, ChatRequest, DeadlineError, Endpoint, ModelClient, Usage};
 use lightsout_core::plan::Variant;
 use lightsout_core::pricing::PricingTable;
-use lightsout_core::prompts::SWE_PRBENCH_STRICT_RETRY;
+use lightsout_core::prompts::{swe_prbench_retry, system_prompt};
 use lightsout_core::results::{ResultStore, RunLayout};
-use lightsout_core::swe_prbench::{AgentOutput, AgentOutputStatus};
 use lightsout_core::trial::{Isolation, Outcome, TrajectorySummary, TrialResult, RESULT_SCHEMA};
 use lightsout_s3::{Artifact, Uploader};
 
@@ -187,10 +186,12 @@ pub async fn run_trial<S: ResultStore + Clone>(
         artifacts.push(Artifact::new(key(&name), bytes));
     }
 
-    let (mut outcome, mut error, review, usage, model_calls, scripted_model) = match attempt {
-        AgentRun::Reviewed { text, usage, calls, scripted } => (Outcome::Ok, None, Some(text), usage, calls, scripted),
+    let (mut outcome, mut error, review, usage, model_calls, scripted_model, swe_prbench_answer) = match attempt {
+        AgentRun::Reviewed { text, usage, calls, scripted, swe_prbench } => {
+            (Outcome::Ok, None, Some(text), usage, calls, scripted, swe_prbench)
+        }
         AgentRun::Failed { outcome, error, usage, calls, scripted } => {
-            (outcome, Some(error), None, usage, calls, scripted)
+            (outcome, Some(error), None, usage, calls, scripted, None)
         }
     };
     let cost_usd = pricing.cost(&job.variant.model.name, &usage);
@@ -215,7 +216,12 @@ pub async fn run_trial<S: ResultStore + Clone>(
     } else {
         parse_review
     };
-    let parsed = review.as_deref().filter(|_| outcome == Outcome::Ok).map(read_review);
+    let mut parsed = review.as_deref().filter(|_| outcome == Outcome::Ok).map(read_review);
+    // The single-shot call sequence knows more than its last answer (a blank generation, the
+    // first answer's parse error): its reading stands.
+    if let (Some(parsed), Some(answer)) = (parsed.as_mut(), swe_prbench_answer) {
+        parsed.swe_prbench = Some(answer);
+    }
     if let Some(text) = &review {
         artifacts.push(Artifact::new(key("review.md"), text.as_bytes().to_vec()));
     }
@@ -260,7 +266,9 @@ pub async fn run_trial<S: ResultStore + Clone>(
 /// How the agent's run ended. `scripted`: a model answer it got came from the scripted model
 /// server (marked so by the server itself), which the result records.
 enum AgentRun {
-    Reviewed { text: String, usage: Usage, calls: u32, scripted: bool },
+    /// `swe_prbench`: the `swe-prbench` prompt's final answer and parse error as the reference
+    /// harness's call sequence left them.
+    Reviewed { text: String, usage: Usage, calls: u32, scripted: bool, swe_prbench: Option<SwePrBenchAnswer> },
     Failed { outcome: Outcome, error: String, usage: Usage, calls: u32, scripted: bool },
 }
 
@@ -285,69 +293,116 @@ async fn run_agent(job: &TrialJob, client: &ModelClient, pricing: &PricingTable)
     (run, Vec::new(), Some(SINGLE_SHOT_VERSION.to_string()), None, None)
 }
 
-/// The built-in harness: one model call, and under the `swe-prbench` prompt one more with a
-/// stricter instruction when the answer does not parse into comments (as SWE-PRBench's harness
-/// does). The second answer is the review either way; both calls' usage counts. The time limit
-/// covers both.
+/// The built-in harness: one model call; under the `swe-prbench` prompt, the reference
+/// harness's call sequence instead ([`swe_prbench_single_shot`]). The time limit covers every
+/// call.
 async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
+    if job.variant.prompt.preset == Some(PromptPreset::SwePrBench) {
+        return swe_prbench_single_shot(job, client).await;
+    }
     let harness = SingleShot { client, endpoint: &job.endpoint };
-    let strict_retry = job.variant.prompt.preset == Some(PromptPreset::SwePrBench);
     let deadline = tokio::time::Instant::now() + job.timeout;
-    let (mut usage, mut calls, mut scripted) = (Usage::default(), 0, false);
-    let mut user = job.prompt.clone();
-    loop {
+    let request = ChatRequest {
+        model: job.variant.model.name.clone(),
+        system: None,
+        user: job.prompt.clone(),
+        reasoning_effort: job.variant.reasoning_effort,
+        max_output_tokens: None,
+    };
+    let mut spent = CallsSpent::default();
+    match harness.review(request, deadline).await {
+        Ok(completion) => {
+            spent.add(&completion);
+            AgentRun::Reviewed { text: completion.text, usage: spent.usage, calls: spent.calls, scripted: spent.scripted, swe_prbench: None }
+        }
+        Err(error) => spent.failed(error, job.timeout),
+    }
+}
+
+/// Model calls made so far by the single-shot harness.
+#[derive(Debug, Default, Clone, Copy)]
+struct CallsSpent {
+    usage: Usage,
+    calls: u32,
+    scripted: bool,
+}
+
+impl CallsSpent {
+    fn add(&mut self, completion: &lightsout_core::model::Completion) {
+        self.usage += completion.usage;
+        self.calls += completion.attempts;
+        self.scripted |= completion.scripted;
+    }
+
+    /// The run ended by a call that did not answer: a provider failing when the time ran out
+    /// (5xx, 429s, stalls, nothing sent) is not the model's doing, so an infrastructure failure,
+    /// retried; a model still answering at the limit timed out.
+    fn failed(self, error: DeadlineError, timeout: Duration) -> AgentRun {
+        let (outcome, error) = match error {
+            failure @ DeadlineError::ProviderFailing { .. } => (
+                Outcome::InfraFailed,
+                format!("the provider was failing when the {}s time limit ran out: {failure}", timeout.as_secs()),
+            ),
+            DeadlineError::Answering => {
+                (Outcome::TimedOut, format!("no review within the {}s time limit", timeout.as_secs()))
+            }
+            DeadlineError::Call(error) => (classify(&error), error.to_string()),
+        };
+        AgentRun::Failed { outcome, error, usage: self.usage, calls: self.calls + 1, scripted: self.scripted }
+    }
+}
+
+/// The SWE-PRBench reference harness's agent calls (`runner.py`, see
+/// [`lightsout_core::swe_prbench::harness::agent`]): its system prompt, the context render as
+/// the user message, up to 3 attempts while the answer is blank, then, when the answer does not
+/// parse, the retry message (render + the harness's suffix) up to 2 attempts; `max_tokens` as
+/// the harness sets it. A provider failure or the time limit ends the sequence as any trial's
+/// call (the harness would count it as a failed attempt; here it is never the model's doing).
+async fn swe_prbench_single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
+    use lightsout_core::swe_prbench::harness::agent::{run_agent, AgentCallKind, DEFAULT_AGENT_MAX_TOKENS};
+    let harness = SingleShot { client, endpoint: &job.endpoint };
+    let deadline = tokio::time::Instant::now() + job.timeout;
+    let config = lightsout_core::dataset::swe_prbench::config_or_default(job.context_config);
+    let input = lightsout_core::dataset::swe_prbench::agent_input(&job.task, config).unwrap_or_default();
+    let spent = std::cell::Cell::new(CallsSpent::default());
+    let system = system_prompt(&job.variant.prompt).map(str::to_string);
+    let output = run_agent(&input, DEFAULT_AGENT_MAX_TOKENS, |call| {
+        let user = match call.kind {
+            AgentCallKind::First => job.prompt.clone(),
+            AgentCallKind::Retry => swe_prbench_retry(&job.prompt),
+        };
         let request = ChatRequest {
             model: job.variant.model.name.clone(),
-            system: None,
-            user: user.clone(),
+            system: system.clone(),
+            user,
             reasoning_effort: job.variant.reasoning_effort,
-            max_output_tokens: None,
+            max_output_tokens: Some(call.max_tokens),
         };
-        match harness.review(request, deadline).await {
-            // The provider was failing when the time ran out (5xx, 429s, stalls, or nothing at
-            // all sent): not the model's doing, so an infrastructure failure, retried.
-            Err(failure @ DeadlineError::ProviderFailing { .. }) => {
-                return AgentRun::Failed {
-                    outcome: Outcome::InfraFailed,
-                    error: format!(
-                        "the provider was failing when the {}s time limit ran out: {failure}",
-                        job.timeout.as_secs()
-                    ),
-                    usage,
-                    calls: calls + 1,
-                    scripted,
+        let spent = &spent;
+        let harness = &harness;
+        async move {
+            match harness.review(request, deadline).await {
+                Ok(completion) => {
+                    let mut now = spent.get();
+                    now.add(&completion);
+                    spent.set(now);
+                    Ok(Ok(completion.text))
                 }
-            }
-            Err(DeadlineError::Answering) => {
-                return AgentRun::Failed {
-                    outcome: Outcome::TimedOut,
-                    error: format!("no review within the {}s time limit", job.timeout.as_secs()),
-                    usage,
-                    calls: calls + 1,
-                    scripted,
-                }
-            }
-            Err(DeadlineError::Call(error)) => {
-                return AgentRun::Failed {
-                    outcome: classify(&error),
-                    error: error.to_string(),
-                    usage,
-                    calls: calls + 1,
-                    scripted,
-                }
-            }
-            Ok(completion) => {
-                usage += completion.usage;
-                calls += completion.attempts;
-                scripted |= completion.scripted;
-                let unparsed = AgentOutput::from_text(&completion.text).status == AgentOutputStatus::ParseFailed;
-                if strict_retry && unparsed && user == job.prompt {
-                    user = format!("{}\n\n{SWE_PRBENCH_STRICT_RETRY}", job.prompt);
-                    continue;
-                }
-                return AgentRun::Reviewed { text: completion.text, usage, calls, scripted };
+                Err(error) => Err(spent.get().failed(error, job.timeout)),
             }
         }
+    })
+    .await;
+    let spent = spent.get();
+    match output {
+        Ok(output) => AgentRun::Reviewed {
+            text: output.raw_response.clone(),
+            usage: spent.usage,
+            calls: spent.calls,
+            scripted: spent.scripted,
+            swe_prbench: Some(SwePrBenchAnswer { raw_response: output.raw_response, parse_error: output.parse_error }),
+        },
+        Err(failed) => failed,
     }
 }
 
@@ -656,7 +711,7 @@ async fn run_agentic_in_scratch(
                 scripted,
             },
             (_, _, Some((outcome, error))) => AgentRun::Failed { outcome, error, usage, calls, scripted },
-            (_, Some(text), None) => AgentRun::Reviewed { text, usage, calls, scripted },
+            (_, Some(text), None) => AgentRun::Reviewed { text, usage, calls, scripted, swe_prbench: None },
             (AgentExit::Exited(status), None, None) if status.code() == Some(125) => AgentRun::Failed {
                 outcome: Outcome::InfraFailed,
                 error: format!("the sandbox could not start the agent: {}", tail(&run_dir.join("agent.stderr"))),

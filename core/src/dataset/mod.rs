@@ -19,7 +19,7 @@ pub use lines::LineError;
 pub use select::select_tasks;
 pub use task::*;
 
-use crate::api::{DatasetFormat, DatasetSpec};
+use crate::api::{ContextConfig, DatasetFormat, DatasetSpec, EvaluationRunSpec};
 
 /// The tasks of a dataset that parsed, and the lines that did not.
 #[derive(Debug, Default)]
@@ -82,11 +82,21 @@ pub fn load_file(format: DatasetFormat, path: &Path) -> Result<Dataset, DatasetE
 }
 
 /// The tasks a run evaluates ([`select_tasks`] with the spec's filter and sample); none is an
-/// error, the same for `lightsout validate`, `lightsout run` and the controller.
-pub fn select_for_run(tasks: Vec<LoadedTask>, spec: &DatasetSpec) -> Result<Vec<LoadedTask>, DatasetError> {
-    let tasks = select_tasks(tasks, &spec.filter, spec.sample.as_ref());
+/// error, the same for `lightsout validate`, `lightsout run` and the controller. A SWE-PRBench
+/// task is evaluated only when it has a context file for every configuration of the run, as
+/// the reference harness discovers its tasks (before sampling, as its `--max-prs` comes after).
+pub fn select_for_run(mut tasks: Vec<LoadedTask>, spec: &EvaluationRunSpec) -> Result<Vec<LoadedTask>, DatasetError> {
+    let dataset = &spec.dataset;
+    if dataset.format == DatasetFormat::SwePrBench {
+        let configs: Vec<ContextConfig> = crate::plan::context_axis(spec)
+            .into_iter()
+            .map(|c| swe_prbench::config_or_default(c.or(spec.agent.context_config)))
+            .collect();
+        tasks.retain(|t| configs.iter().all(|c| t.task.contexts.contains_key(c)));
+    }
+    let tasks = select_tasks(tasks, &dataset.filter, dataset.sample.as_ref());
     if tasks.is_empty() {
-        return Err(DatasetError::NothingSelected(spec.source.clone()));
+        return Err(DatasetError::NothingSelected(dataset.source.clone()));
     }
     Ok(tasks)
 }

@@ -125,10 +125,19 @@ fn convert(record: &Map<String, Value>, layout: &BenchmarkLayout) -> Result<Load
 /// judge and the scores read. `None` when the task has no context for `config` or its ground
 /// truth is not a SWE-PRBench one.
 pub fn eval_input(task: &Task, config: ContextConfig, truth: &GroundTruth) -> Option<EvalInput> {
-    let context = task.contexts.get(&config)?;
     let GroundTruth::ReviewComments { comments, has_severity_annotations } = truth else {
         return None;
     };
+    let mut input = agent_input(task, config)?;
+    input.human_comments = comments.clone();
+    input.has_severity_annotations = *has_severity_annotations;
+    Some(input)
+}
+
+/// The evaluation input as the agent side may know it: no ground truth (what the harness's
+/// agent call sequence and comment extraction read: the render, the ids, the diff).
+pub fn agent_input(task: &Task, config: ContextConfig) -> Option<EvalInput> {
+    let context = task.contexts.get(&config)?;
     let or_empty = |value: &Option<String>| value.clone().unwrap_or_default();
     Some(EvalInput {
         task_id: task.id.clone(),
@@ -142,8 +151,8 @@ pub fn eval_input(task: &Task, config: ContextConfig, truth: &GroundTruth) -> Op
         pr_type: or_empty(&task.pr_type),
         language: or_empty(&task.language),
         diff_patch: task.diff.clone(),
-        human_comments: comments.clone(),
-        has_severity_annotations: *has_severity_annotations,
+        human_comments: Vec::new(),
+        has_severity_annotations: false,
     })
 }
 

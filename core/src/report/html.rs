@@ -198,7 +198,7 @@ fn swatch(i: usize) -> String {
 }
 
 fn composite_of(v: &VariantSummary) -> Option<f64> {
-    v.swe_prbench.as_ref().filter(|s| s.aggregate.overall.prs > 0).map(|s| s.aggregate.overall.composite)
+    v.swe_prbench.as_ref().filter(|s| s.records > 0).map(|s| s.composite)
 }
 
 fn variant_table(out: &mut String, s: &RunSummary) {
@@ -611,12 +611,12 @@ fn breakdowns(out: &mut String, s: &RunSummary) {
         }
         out.push_str("</tbody></table></div>");
     }
-    // SWE-PRBench: the composite by difficulty, from the protocol's own aggregate.
+    // SWE-PRBench: the weighted composite by difficulty, the harness's `by_difficulty`.
     let difficulties: BTreeSet<&String> = s
         .variants
         .iter()
         .filter_map(|v| v.swe_prbench.as_ref())
-        .flat_map(|p| p.aggregate.by_difficulty.keys())
+        .flat_map(|p| p.report.by_difficulty.keys())
         .collect();
     if !difficulties.is_empty() {
         out.push_str("<div class=\"panel\" id=\"breakdown-composite\"><h3>SWE-PRBench composite by difficulty</h3><table class=\"heat\"><thead><tr><th class=\"l\">variant</th>");
@@ -628,8 +628,8 @@ fn breakdowns(out: &mut String, s: &RunSummary) {
             let _ = write!(out, "<tr><td class=\"l\">{}{}</td>", swatch(i), escape(&v.name));
             for d in &difficulties {
                 let score =
-                    v.swe_prbench.as_ref().and_then(|p| p.aggregate.by_difficulty.get(*d)).filter(|g| g.prs > 0);
-                out.push_str(&heat_cell(score.map(|g| g.composite), 3));
+                    v.swe_prbench.as_ref().and_then(|p| p.report.by_difficulty.get(*d)).filter(|g| g.n > 0);
+                out.push_str(&heat_cell(score.map(|g| g.overall_score_weighted), 3));
             }
             out.push_str("</tr>");
         }

@@ -51,8 +51,8 @@ pub fn terminal_table(summary: &RunSummary) -> String {
             row.push(
                 v.swe_prbench
                     .as_ref()
-                    .filter(|s| s.aggregate.overall.prs > 0)
-                    .map_or("-".into(), |s| format!("{:.3}", s.aggregate.overall.composite)),
+                    .filter(|s| s.records > 0)
+                    .map_or("-".into(), |s| format!("{:.3}", s.composite)),
             );
         }
         row.push(v.agent_usd_per_trial.map_or("-".into(), |c| format!("{c:.4}")));

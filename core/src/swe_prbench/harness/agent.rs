@@ -246,51 +246,58 @@ fn parse_failure(raw_response: String, error: String) -> AgentOutput {
     AgentOutput { raw_response, comments: Vec::new(), parse_success: false, parse_error: Some(error) }
 }
 
-/// One generation: up to `attempts` calls until one gives a non-blank answer.
-fn generate(
+/// One generation: up to `attempts` calls until one gives a non-blank answer. `Err` of the
+/// outer result stops everything (see [`run_agent`]).
+async fn generate<E, F, Fut>(
     kind: AgentCallKind,
     attempts: usize,
     max_tokens: u32,
-    call: &mut impl FnMut(AgentCall) -> Result<String, String>,
-) -> Result<String, String> {
+    call: &mut F,
+) -> Result<Result<String, String>, E>
+where
+    F: FnMut(AgentCall) -> Fut,
+    Fut: std::future::Future<Output = Result<Result<String, String>, E>>,
+{
     let mut last_error = String::new();
     for attempt in 0..attempts {
-        match call(AgentCall { kind, attempt, max_tokens }) {
-            Ok(answer) if !python::strip(&answer).is_empty() => return Ok(answer),
+        match call(AgentCall { kind, attempt, max_tokens }).await? {
+            Ok(answer) if !python::strip(&answer).is_empty() => return Ok(Ok(answer)),
             Ok(_) => last_error = EMPTY_RESPONSE.to_string(),
             Err(error) => last_error = error,
         }
     }
-    Err(format!("Agent generation failed after {attempts} attempts: {last_error}"))
+    Ok(Err(format!("Agent generation failed after {attempts} attempts: {last_error}")))
 }
 
 /// The agent output of one record, making its calls through `call` (see the module docs).
-/// `call` answers with the message text or the provider error's text.
-pub fn run_agent(
-    input: &EvalInput,
-    agent_max_tokens: u32,
-    mut call: impl FnMut(AgentCall) -> Result<String, String>,
-) -> AgentOutput {
+/// `call` answers `Ok(Ok(text))`, or `Ok(Err(error text))` for an attempt that failed as the
+/// harness counts failures; `Err` stops the sequence and is returned (the run path's provider
+/// outages and time limits, which are never the model's doing).
+pub async fn run_agent<E, F, Fut>(input: &EvalInput, agent_max_tokens: u32, mut call: F) -> Result<AgentOutput, E>
+where
+    F: FnMut(AgentCall) -> Fut,
+    Fut: std::future::Future<Output = Result<Result<String, String>, E>>,
+{
     let first_tokens = agent_max_tokens.max(256);
-    let first = match generate(AgentCallKind::First, FIRST_ATTEMPTS, first_tokens, &mut call) {
+    let first = match generate(AgentCallKind::First, FIRST_ATTEMPTS, first_tokens, &mut call).await? {
         Ok(answer) => answer,
-        Err(error) => return parse_failure(String::new(), error),
+        Err(error) => return Ok(parse_failure(String::new(), error)),
     };
     let first_error = match agent_output_from_answer(input, &first) {
-        Ok(output) => return output,
+        Ok(output) => return Ok(output),
         Err(error) => error,
     };
     let retry_tokens = agent_max_tokens.clamp(1024, 16384);
-    let retry = match generate(AgentCallKind::Retry, RETRY_ATTEMPTS, retry_tokens, &mut call) {
+    let retry = match generate(AgentCallKind::Retry, RETRY_ATTEMPTS, retry_tokens, &mut call).await? {
         Ok(answer) => answer,
-        Err(error) => return parse_failure(first, error),
+        Err(error) => return Ok(parse_failure(first, error)),
     };
-    match agent_output_from_answer(input, &retry) {
+    Ok(match agent_output_from_answer(input, &retry) {
         Ok(output) => output,
         Err(retry_error) => {
             parse_failure(retry, format!("initial_parse_error={first_error}; retry_parse_error={retry_error}"))
         }
-    }
+    })
 }
 
 #[cfg(test)]

@@ -140,7 +140,7 @@ pub struct BenchmarkLayout {
 }
 
 /// One (task, configuration) as the harness evaluates it (`EvalInput`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct EvalInput {
     pub task_id: String,
     pub pr_number: i64,
