@@ -11,8 +11,7 @@ use crate::swe_prbench::harness::agent::agent_output_from_answer;
 use crate::swe_prbench::harness::judge_message::judge_user_message;
 use crate::swe_prbench::harness::prompts::{AGENT_RETRY_SUFFIX, AGENT_SYSTEM_PROMPT, JUDGE_SYSTEM_PROMPT};
 use crate::swe_prbench::harness::{
-    judge_output, run_agent, AgentCall, AgentCallKind, AgentOutput, BenchmarkLayout, Departures, EvalInput,
-    JudgeOutput,
+    judge_output, run_agent, AgentCall, AgentCallKind, AgentOutput, BenchmarkLayout, Departures, EvalInput, JudgeOutput,
 };
 
 const KEY: &str = "sk-scripted-test";

@@ -140,6 +140,22 @@ impl SwePrBenchProtocol {
             None
         }
     }
+
+    /// Identifies one judging of this protocol, for counting attempts.
+    fn attempt_key(self, model: &str, user: &str) -> String {
+        match self {
+            SwePrBenchProtocol::Harness => harness_judge::harness_attempt_key(model, user),
+            SwePrBenchProtocol::Lightsout => judge::swe_prbench_attempt_key(model, user),
+        }
+    }
+
+    /// The judge's answer to the user message `user` of this protocol.
+    fn answer(self, model: &str, user: &str, first_attempt: bool) -> String {
+        match self {
+            SwePrBenchProtocol::Harness => harness_judge_answer(model, user, first_attempt),
+            SwePrBenchProtocol::Lightsout => swe_prbench_judge_answer(model, user, first_attempt),
+        }
+    }
 }
 
 /// One request as the server saw it (`/healthz` is not recorded).

@@ -21,8 +21,7 @@ use super::det::hash_u64;
 use super::request::{Completion, Exchange, ToolCall};
 use super::usage::{cache_prefix, Usage};
 use super::{
-    agent, anthropic, harness_judge, judge, openai, Faults, RateLimit, RecordedRequest, Role, ScriptedConfig,
-    SwePrBenchProtocol,
+    agent, anthropic, judge, openai, Faults, RateLimit, RecordedRequest, Role, ScriptedConfig, SwePrBenchProtocol,
 };
 
 /// State shared by all handlers of one server instance.
@@ -177,16 +176,11 @@ impl Shared {
                 judge::judge_answer(&exchange.model, prompt, first)
             }
             Role::SwePrBenchJudge => {
-                let (key, answer): (fn(&str, &str) -> String, fn(&str, &str, bool) -> String) =
-                    match SwePrBenchProtocol::of(exchange.instructions.trim_start()) {
-                        Some(SwePrBenchProtocol::Lightsout) => {
-                            (judge::swe_prbench_attempt_key, judge::swe_prbench_judge_answer)
-                        }
-                        _ => (harness_judge::harness_attempt_key, harness_judge::harness_judge_answer),
-                    };
+                let protocol =
+                    SwePrBenchProtocol::of(exchange.instructions.trim_start()).unwrap_or(SwePrBenchProtocol::Harness);
                 let first = !exchange.model.contains("malformed")
-                    || lock(&self.judged).insert(key(&exchange.model, &exchange.user));
-                answer(&exchange.model, &exchange.user, first)
+                    || lock(&self.judged).insert(protocol.attempt_key(&exchange.model, &exchange.user));
+                protocol.answer(&exchange.model, &exchange.user, first)
             }
             Role::Agent if exchange.shell_tool.is_some() => {
                 let step = exchange.tool_calls_so_far;
