@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::det::{hash_u64, unit};
 use super::fixtures::{self, Finding, ScriptedTask};
 use super::usage::Effort;
+use crate::swe_prbench::harness::prompts::{AGENT_RETRY_SUFFIX, AGENT_SYSTEM_PROMPT};
 
 /// Prompts asking for this get a JSON array instead of markdown.
 const JSON_REQUEST_MARKER: &str = "Return a JSON array";
@@ -33,6 +34,28 @@ pub fn agent_answer(model: &str, effort: Option<Effort>, prompt: &str) -> String
     // stricter retry instruction, so that the retry can be tested.
     let told_off = prompt.contains(crate::prompts::SWE_PRBENCH_STRICT_RETRY);
     let json = prompt.contains(JSON_REQUEST_MARKER) && (!model.contains("sloppy") || told_off);
+    review(model, effort, prompt, json)
+}
+
+/// Whether a request's system prompt is the SWE-PRBench reference harness's agent prompt
+/// ([`AGENT_SYSTEM_PROMPT`]), whose answer must be a JSON array.
+pub(crate) fn is_harness_agent(instructions: &str) -> bool {
+    instructions.trim() == AGENT_SYSTEM_PROMPT.trim()
+}
+
+/// The agent's answer to the harness's agent call, whose user message `user` is a rendered
+/// context (or, for the parse retry, one followed by [`AGENT_RETRY_SUFFIX`]): the JSON array
+/// of `{"body", "file", "line", "severity"}` for the fixture task whose title occurs in it, bare
+/// or in a `json` fence. A `sloppy` model answers in markdown until the retry suffix tells it
+/// off, so that the harness's retry can be tested.
+pub fn harness_agent_answer(model: &str, effort: Option<Effort>, user: &str) -> String {
+    let json = !model.contains("sloppy") || user.contains(AGENT_RETRY_SUFFIX.trim());
+    review(model, effort, user, json)
+}
+
+/// The review of the fixture task named in `prompt` (else a shallow one of its diff), as a JSON
+/// array or in markdown.
+fn review(model: &str, effort: Option<Effort>, prompt: &str, json: bool) -> String {
     match find_task(prompt) {
         Some(task) => {
             let comments: Vec<ReviewComment> = rank_findings(model, effort, task).into_iter().map(to_comment).collect();

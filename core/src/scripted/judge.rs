@@ -1,7 +1,8 @@
 //! The scripted judges: the CRBugBench judge decides whether a finding matches a ground-truth
 //! item from the fixtures' answer key, with a seeded error rate so that judge panels sometimes
-//! disagree; the SWE-PRBench judge labels a PR's agent comments by word overlap
-//! ([`swe_prbench_judge_answer`]).
+//! disagree; the SWE-PRBench judge of Lightsout's own protocol labels a PR's agent comments by
+//! word overlap ([`swe_prbench_judge_answer`]; the reference harness's protocol is
+//! [`super::harness_judge`]'s).
 
 use std::collections::BTreeSet;
 
@@ -9,6 +10,7 @@ use serde::Serialize;
 
 use super::det::{normalize_ws, tagged_block, unit};
 use super::fixtures::{self, Finding, Truth};
+use super::harness_judge::{actionability, diff_files, strip_git_prefix, CONFIRM_THRESHOLD};
 use crate::swe_prbench::{PromptComment, AGENT_COMMENTS_TAG, DIFF_TAG, HUMAN_COMMENTS_TAG};
 
 /// System prompts starting with this are judge requests.
@@ -129,13 +131,9 @@ pub(crate) fn jaccard(a: &str, b: &str) -> f64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The SWE-PRBench judge
+// The SWE-PRBench judge of Lightsout's own protocol (`crate::swe_prbench::judge_prompt`); the
+// reference harness's protocol is `super::harness_judge`'s.
 // ---------------------------------------------------------------------------------------------
-
-/// Minimum word overlap ([`jaccard`]) for a CONFIRMED label.
-const SWE_PRBENCH_CONFIRM_THRESHOLD: f64 = 0.25;
-/// Comments at least this long (in characters) are one actionability point more actionable.
-const SWE_PRBENCH_DETAILED_CHARS: usize = 120;
 
 #[derive(Debug, Serialize)]
 struct SwePrBenchLabel {
@@ -174,16 +172,10 @@ pub fn swe_prbench_judge_answer(model: &str, prompt: &str, first_attempt: bool) 
                     _ => Some((h, overlap)),
                 },
             );
-            let severity = comment.severity.as_deref().unwrap_or_default();
-            let detailed = comment.body.chars().count() >= SWE_PRBENCH_DETAILED_CHARS;
-            let actionability = match severity {
-                "P0" => 4,
-                "P1" => 3,
-                _ => 2,
-            } + u8::from(detailed);
+            let actionability = actionability(comment.severity.as_deref().unwrap_or_default(), &comment.body);
             let unknown_file = comment.file.as_deref().map(strip_git_prefix).filter(|f| !f.is_empty());
             let (label, human, reason) = match (best, unknown_file) {
-                (Some((h, overlap)), _) if overlap >= SWE_PRBENCH_CONFIRM_THRESHOLD => {
+                (Some((h, overlap)), _) if overlap >= CONFIRM_THRESHOLD => {
                     ("CONFIRMED", Some(h.id.clone()), format!("Word overlap with {} is {overlap:.2}.", h.id))
                 }
                 (_, Some(file)) if !diff_files.contains(&file) => {
@@ -202,27 +194,6 @@ pub fn swe_prbench_judge_answer(model: &str, prompt: &str, first_attempt: bool) 
 pub(crate) fn swe_prbench_attempt_key(model: &str, prompt: &str) -> String {
     let block = |tag| tagged_block(prompt, tag).map(normalize_ws).unwrap_or_default();
     format!("{model}\u{0}{}\u{0}{}", block(HUMAN_COMMENTS_TAG), block(AGENT_COMMENTS_TAG))
-}
-
-/// The files a unified diff touches, from its `diff --git`, `---` and `+++` lines.
-fn diff_files(diff: &str) -> Vec<&str> {
-    let mut files = Vec::new();
-    for line in diff.lines() {
-        let paths: Vec<&str> = if let Some(header) = line.strip_prefix("diff --git ") {
-            header.split_whitespace().collect()
-        } else if let Some(path) = line.strip_prefix("--- ").or_else(|| line.strip_prefix("+++ ")) {
-            path.split('\t').next().into_iter().collect()
-        } else {
-            continue;
-        };
-        files.extend(paths.into_iter().map(strip_git_prefix).filter(|p| !p.is_empty() && *p != "/dev/null"));
-    }
-    files
-}
-
-fn strip_git_prefix(path: &str) -> &str {
-    let path = path.trim();
-    path.strip_prefix("a/").or_else(|| path.strip_prefix("b/")).unwrap_or(path)
 }
 
 #[cfg(test)]

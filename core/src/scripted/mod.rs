@@ -5,9 +5,10 @@
 //! Every answer is a pure function of (model, reasoning effort, prompt), built from the sample
 //! fixtures embedded at compile time (`datasets/sample/`): judge requests (system prompt starting
 //! with [`JUDGE_SYSTEM_PREFIX`]) get a verdict from the answer key, SWE-PRBench judge requests
-//! get labels by word overlap ([`swe_prbench_judge_answer`]), `/v1/embeddings` gets hashed
-//! bag-of-words vectors ([`embed`]), everything else gets a code review ([`agent_answer`],
-//! [`judge_answer`]). The only per-instance state is the simulated
+//! (the reference harness's judge system prompt) get classifications by word overlap
+//! ([`harness_judge_answer`]), `/v1/embeddings` gets hashed bag-of-words vectors ([`embed`]),
+//! everything else gets a code review ([`agent_answer`]; the harness's agent system prompt gets
+//! the JSON array it asks for, [`harness_agent_answer`]). The only per-instance state is the simulated
 //! prompt cache, the `malformed` judges' first-attempt memory, fault counters and the request log.
 
 mod agent;
@@ -16,6 +17,7 @@ pub mod chaos;
 mod det;
 mod embeddings;
 mod fixtures;
+mod harness_judge;
 mod judge;
 mod openai;
 mod request;
@@ -23,6 +25,8 @@ mod server;
 mod sse;
 mod usage;
 
+#[cfg(test)]
+mod harness_tests;
 #[cfg(test)]
 mod tests;
 
@@ -33,8 +37,11 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-pub use agent::{agent_answer, agentic_step, ReviewComment, SCRIPTED_COMMAND_MARKER, SUBMIT_COMMAND};
+pub use agent::{
+    agent_answer, agentic_step, harness_agent_answer, ReviewComment, SCRIPTED_COMMAND_MARKER, SUBMIT_COMMAND,
+};
 pub use embeddings::{embed, DIMENSIONS as EMBEDDING_DIMENSIONS};
+pub use harness_judge::harness_judge_answer;
 pub use judge::{answers_prose, judge_answer, swe_prbench_judge_answer, JUDGE_SYSTEM_PREFIX, PROSE_ANSWER};
 pub use usage::{estimate_tokens, Effort};
 
@@ -91,7 +98,9 @@ pub struct RateLimit {
 pub enum Role {
     /// The system prompt starts with [`JUDGE_SYSTEM_PREFIX`].
     Judge,
-    /// The system prompt starts with [`crate::swe_prbench::SWE_PRBENCH_JUDGE_SYSTEM_PREFIX`].
+    /// The system prompt starts with the reference harness's
+    /// [`crate::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX`] (or, until that protocol
+    /// goes, Lightsout's own [`crate::swe_prbench::SWE_PRBENCH_JUDGE_SYSTEM_PREFIX`]).
     SwePrBenchJudge,
     /// Any other request: a code reviewer.
     Agent,
@@ -101,12 +110,50 @@ impl Role {
     /// The role a request's system prompt (or instructions, or first message) selects.
     pub fn of(instructions: &str) -> Role {
         let instructions = instructions.trim_start();
-        if instructions.starts_with(crate::swe_prbench::SWE_PRBENCH_JUDGE_SYSTEM_PREFIX) {
+        if SwePrBenchProtocol::of(instructions).is_some() {
             Role::SwePrBenchJudge
         } else if instructions.starts_with(JUDGE_SYSTEM_PREFIX) {
             Role::Judge
         } else {
             Role::Agent
+        }
+    }
+}
+
+/// Which protocol a SWE-PRBench judging speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SwePrBenchProtocol {
+    /// The reference harness's judge message ([`harness_judge_answer`]).
+    Harness,
+    /// Lightsout's own tagged blocks ([`swe_prbench_judge_answer`]).
+    Lightsout,
+}
+
+impl SwePrBenchProtocol {
+    /// The protocol a judge system prompt (leading whitespace trimmed) selects, if any.
+    pub(crate) fn of(instructions: &str) -> Option<SwePrBenchProtocol> {
+        if instructions.starts_with(crate::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX) {
+            Some(SwePrBenchProtocol::Harness)
+        } else if instructions.starts_with(crate::swe_prbench::SWE_PRBENCH_JUDGE_SYSTEM_PREFIX) {
+            Some(SwePrBenchProtocol::Lightsout)
+        } else {
+            None
+        }
+    }
+
+    /// Identifies one judging of this protocol, for counting attempts.
+    fn attempt_key(self, model: &str, user: &str) -> String {
+        match self {
+            SwePrBenchProtocol::Harness => harness_judge::harness_attempt_key(model, user),
+            SwePrBenchProtocol::Lightsout => judge::swe_prbench_attempt_key(model, user),
+        }
+    }
+
+    /// The judge's answer to the user message `user` of this protocol.
+    fn answer(self, model: &str, user: &str, first_attempt: bool) -> String {
+        match self {
+            SwePrBenchProtocol::Harness => harness_judge_answer(model, user, first_attempt),
+            SwePrBenchProtocol::Lightsout => swe_prbench_judge_answer(model, user, first_attempt),
         }
     }
 }

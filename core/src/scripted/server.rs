@@ -20,7 +20,9 @@ use tokio::time::Instant;
 use super::det::hash_u64;
 use super::request::{Completion, Exchange, ToolCall};
 use super::usage::{cache_prefix, Usage};
-use super::{agent, anthropic, judge, openai, Faults, RateLimit, RecordedRequest, Role, ScriptedConfig};
+use super::{
+    agent, anthropic, judge, openai, Faults, RateLimit, RecordedRequest, Role, ScriptedConfig, SwePrBenchProtocol,
+};
 
 /// State shared by all handlers of one server instance.
 pub(crate) struct Shared {
@@ -174,9 +176,11 @@ impl Shared {
                 judge::judge_answer(&exchange.model, prompt, first)
             }
             Role::SwePrBenchJudge => {
+                let protocol =
+                    SwePrBenchProtocol::of(exchange.instructions.trim_start()).unwrap_or(SwePrBenchProtocol::Harness);
                 let first = !exchange.model.contains("malformed")
-                    || lock(&self.judged).insert(judge::swe_prbench_attempt_key(&exchange.model, &exchange.user));
-                judge::swe_prbench_judge_answer(&exchange.model, &exchange.user, first)
+                    || lock(&self.judged).insert(protocol.attempt_key(&exchange.model, &exchange.user));
+                protocol.answer(&exchange.model, &exchange.user, first)
             }
             Role::Agent if exchange.shell_tool.is_some() => {
                 let step = exchange.tool_calls_so_far;
@@ -199,6 +203,9 @@ impl Shared {
                     command,
                 });
                 text
+            }
+            Role::Agent if agent::is_harness_agent(&exchange.instructions) => {
+                agent::harness_agent_answer(&exchange.model, exchange.effort, &exchange.user)
             }
             Role::Agent => agent::agent_answer(&exchange.model, exchange.effort, &exchange.prompt),
         };

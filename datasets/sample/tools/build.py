@@ -1404,6 +1404,14 @@ def fence(path, text):
     return f"```{lang}\n{text}```\n"
 
 
+# The benchmark's full configuration names, as its context files carry them in `config_name`.
+CONFIG_NAMES = {
+    "config_A": "config_A_diff_only",
+    "config_B": "config_B_with_file_content",
+    "config_C": "config_C_full_context",
+}
+
+
 def is_test(path):
     return path.startswith(("tests/", "test/"))
 
@@ -1612,17 +1620,22 @@ def build(args):
                 in_diff = rec["line"] is not None and (
                     rec["line"] in parsed.get(rec["path"], {}).get("added", set())
                     | parsed.get(rec["path"], {}).get("context", set()))
+                # The benchmark's annotation form: string ids, the comment's text and location.
                 ann_comments.append({
-                    "id": c["id"],
+                    "comment_id": str(c["id"]),
+                    "author": rec["author"],
+                    "body": rec["body"],
+                    "file": rec["path"],
+                    "line": rec["line"],
+                    "severity": c.get("severity") if c["id"] in substantive else None,
                     "is_initiating_comment": "reply_to" not in c,
                     "is_in_diff": bool(in_diff),
-                    "severity": c.get("severity") if c["id"] in substantive else None,
                 })
-            annotations[tid] = {"task_id": tid, "substantive_comment_ids": substantive,
+            annotations[tid] = {"task_id": tid, "substantive_comment_ids": [str(i) for i in substantive],
                                 "comments": ann_comments}
 
         for config in ("config_A", "config_B", "config_C"):
-            contexts[(config, tid)] = {"task_id": tid, "config": config,
+            contexts[(config, tid)] = {"task_id": tid, "config": config, "config_name": CONFIG_NAMES[config],
                                        "rendered": render_context(task, record, new_tree, config)}
 
         findings = []
@@ -1689,8 +1702,9 @@ def build(args):
             run_repo_tests(task["repo"], task["_new_tree"], f"{task['task_id']} head", notes)
 
     size = sum(p.stat().st_size for p in SAMPLE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    if size > 400 * 1024:
-        fail(f"dataset is {size} bytes, over the 400 KB budget")
+    # 440 KB: the benchmark's annotation form repeats each human comment's text and location.
+    if size > 440 * 1024:
+        fail(f"dataset is {size} bytes, over the 440 KB budget")
     print(f"ok: {len(TASKS)} tasks, {len(outputs)} generated files, dataset size {size} bytes")
     for repo, sha in base_shas.items():
         print(f"  {repo} base {sha}")
@@ -1791,18 +1805,25 @@ def verify(trees, base_shas):
         ann_path = SAMPLE / "swe-prbench" / "annotations" / f"{tid}_human.json"
         if ann_path.exists():
             ann = json.loads(ann_path.read_text(encoding="utf-8"))
-            if ann["task_id"] != tid or sorted(c["id"] for c in ann["comments"]) != sorted(comment_ids):
+            ann_ids = [str(i) for i in comment_ids]
+            if ann["task_id"] != tid or sorted(c["comment_id"] for c in ann["comments"]) != sorted(ann_ids):
                 fail(f"{tid}: annotation ids do not match comments")
-            if not set(ann["substantive_comment_ids"]) <= set(comment_ids):
+            if not set(ann["substantive_comment_ids"]) <= set(ann_ids):
                 fail(f"{tid}: unknown substantive comment id")
+            by_ann_id = {str(c["id"]): c for c in pr["human_review_comments"]}
             for c in ann["comments"]:
                 if c["severity"] not in ("P0", "P1", "P2", None):
                     fail(f"{tid}: bad severity")
+                human = by_ann_id[c["comment_id"]]
+                if (c["author"], c["body"], c["file"], c["line"]) != (human["author"], human["body"],
+                                                                      human["path"], human["line"]):
+                    fail(f"{tid}: annotation comment {c['comment_id']} differs from the human review comment")
 
         for config in ("config_A", "config_B", "config_C"):
             ctx = json.loads((SAMPLE / "swe-prbench" / "contexts" / config / f"{tid}.json")
                              .read_text(encoding="utf-8"))
-            if ctx["task_id"] != tid or ctx["config"] != config or cb["diff"].rstrip("\n") not in ctx["rendered"]:
+            if (ctx["task_id"] != tid or ctx["config"] != config or ctx["config_name"] != CONFIG_NAMES[config]
+                    or cb["diff"].rstrip("\n") not in ctx["rendered"]):
                 fail(f"{tid}: bad {config} context")
 
         bug_ids = {f"b{i}" for i in range(n_bugs)}
@@ -1891,7 +1912,7 @@ datasets/sample/
   repos/tinyq/                   base tree: TypeScript in-memory job queue (node:test tests)
   crbugbench.jsonl               one task per line (CR-BugBench style, with bug locations)
   swe-prbench/tasks.jsonl        the same tasks in SWE-PRBench format, with human review comments
-  swe-prbench/annotations/       <task_id>_human.json: which human comments are substantive
+  swe-prbench/annotations/       <task_id>_human.json: the human comments in the benchmark's form, which are substantive
   swe-prbench/contexts/config_A/ <task_id>.json: short header (PR, title, repo) + diff
   swe-prbench/contexts/config_B/ config_A + full content (after the PR) of the changed non-test files
   swe-prbench/contexts/config_C/ config_B + 1-2 related unchanged files (callers, fixtures)
@@ -1933,6 +1954,11 @@ git -C <dir> -c commit.gpgsign=false commit -q -m "<task title>"
   is `review-comment` (pre-merge) or `fix-issue` (post-merge).
 * `swe-prbench/tasks.jsonl`: the same tasks; replies in
   `human_review_comments` repeat their parent's `path`/`line`/`diffHunk`.
+* `swe-prbench/annotations/<task_id>_human.json` in the benchmark's form:
+  each comment's `comment_id` is the string of its `id` in `tasks.jsonl`,
+  `file`/`line` are its `path`/`line`, and `substantive_comment_ids` lists
+  such strings. Each context file carries the benchmark's full `config_name`
+  (e.g. `config_A_diff_only`) beside `config` and `rendered`.
 * Annotations: `{", ".join(no_ann)}` has none (initiating-comments fallback);
   `{", ".join(empty)}` has an empty `substantive_comment_ids` (reviewers
   missed the bug).
