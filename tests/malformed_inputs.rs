@@ -179,16 +179,53 @@ fn malformed_agent_outputs_and_judge_answers_are_read_as_documented() {
                 Some((vote, reason)) => format!("vote {vote:?}: {reason}"),
                 None => "unreadable: a failed vote".to_string(),
             },
-            "judge-labels" => {
-                let agents = case.agents.expect("judge-labels cases give agents");
-                let humans = case.humans.expect("judge-labels cases give humans");
-                format!("{:?}", swe_prbench::parse_judge_answer(&case.text, agents, humans))
+            "judge-classifications" => {
+                let agents = case.agents.expect("judge-classifications cases give agents");
+                let humans = case.humans.expect("judge-classifications cases give humans");
+                swe_prbench_judge_outcome(&case.text, agents, humans)
             }
             other => panic!("{}: unknown kind {other}", case.name),
         };
         failures.extend(missing(&case.name, &outcome, &case.expect));
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// The reference harness's reading of a judge answer for `agents` agent and `humans` ground-truth
+/// comments, one line.
+fn swe_prbench_judge_outcome(text: &str, agents: usize, humans: usize) -> String {
+    use swe_prbench::harness::{agent::AgentComment, judge_output, AgentOutput, Departures};
+    let comments = (0..agents)
+        .map(|i| AgentComment {
+            comment_id: format!("a{i}"),
+            body: format!("comment {i}"),
+            file_reference: None,
+            line_reference: None,
+            severity_claim: None,
+            is_outside_diff: false,
+        })
+        .collect();
+    let agent = AgentOutput { raw_response: String::new(), comments, parse_success: true, parse_error: None };
+    let humans: Vec<serde_json::Map<String, serde_json::Value>> = (0..humans)
+        .map(|i| serde_json::json!({"comment_id": format!("h{i}"), "body": "b"}).as_object().unwrap().clone())
+        .collect();
+    let out = judge_output(Ok(text), &agent, &humans, &Departures::default());
+    let entries: Vec<String> = out
+        .agent_classifications
+        .iter()
+        .map(|c| {
+            let reasoning = c.reasoning.as_deref().filter(|r| r.starts_with("fallback")).map(|r| format!(" ({r})"));
+            format!(
+                "{} {} {} {}{}",
+                c.comment_id,
+                c.classification,
+                c.matched_human_comment_id.as_deref().unwrap_or("-"),
+                c.actionability_score,
+                reasoning.unwrap_or_default()
+            )
+        })
+        .collect();
+    format!("{}: {}", out.judge_prompt_version, entries.join("; "))
 }
 
 #[test]

@@ -52,6 +52,9 @@ struct Script {
     vectors: HashMap<String, Value>,
     /// What went wrong, for the test's failure message.
     problems: Vec<String>,
+    /// Calls for a known message after its recorded answers were used up (the retries of a
+    /// call whose recorded answer was a provider error).
+    used_up: Vec<String>,
     served: usize,
 }
 
@@ -89,14 +92,20 @@ impl Script {
         };
         let key = (model.clone(), sha256(of_role("user")));
         let system = sha256(of_role("system"));
+        let known = self.answers.contains_key(&key);
         match self.answers.get_mut(&key).and_then(VecDeque::pop_front) {
+            None if known => {
+                self.used_up.push(format!("{model} {}", &of_role("user")[..of_role("user").len().min(60)]));
+                (400, "the recorded answers are used up".into())
+            }
             None => {
                 let user: String = of_role("user").chars().take(120).collect();
                 self.problems.push(format!("{model}: no recorded answer for the message starting {user:?}"));
                 (400, "no recorded answer for this message".into())
             }
             Some(_) if self.systems.get(&key) != Some(&system) => {
-                self.problems.push(format!("{model}: the system message differs from the harness's"));
+                let start: String = of_role("system").chars().take(80).collect();
+                self.problems.push(format!("{model}: the system message differs from the harness's: {start:?}"));
                 (400, "wrong system message".into())
             }
             Some(Value::String(text)) => {
@@ -122,7 +131,10 @@ impl Script {
             };
             data.push(json!({"object": "embedding", "index": index, "embedding": vector}));
         }
-        (200, json!({"object": "list", "data": data, "model": EMBEDDING_MODEL, "usage": {"prompt_tokens": 1, "total_tokens": 1}}))
+        (
+            200,
+            json!({"object": "list", "data": data, "model": EMBEDDING_MODEL, "usage": {"prompt_tokens": 1, "total_tokens": 1}}),
+        )
     }
 }
 
@@ -251,7 +263,9 @@ fn our_results(results: &Path) -> BTreeMap<String, Value> {
         let name = format!(
             "{}_{}_eval.json",
             result["task_id"].as_str().unwrap(),
-            lightsout_core::swe_prbench::harness::layout::full_config_name(verdicts["context_config"].as_str().unwrap())
+            lightsout_core::swe_prbench::harness::layout::full_config_name(
+                verdicts["context_config"].as_str().unwrap()
+            )
         );
         out.insert(name, result.clone());
     }
@@ -288,7 +302,8 @@ fn differences(path: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) 
 fn check_run(run: &str, embeddings: bool) {
     let server = ReplayServer::start(Script::load(run));
     let dir = tempfile::tempdir().unwrap();
-    let path = common::write_run(dir.path(), "golden.yaml", &run_file(server.port, &dir.path().join("results"), embeddings));
+    let path =
+        common::write_run(dir.path(), "golden.yaml", &run_file(server.port, &dir.path().join("results"), embeddings));
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_lightsout"))
         .args(["run", "-f", &path])
         .current_dir(common::repo_root())
@@ -296,10 +311,20 @@ fn check_run(run: &str, embeddings: bool) {
         .output()
         .unwrap();
     let (out, err) = (common::stdout(&output), common::stderr(&output));
-    // Exit 3: the one trial whose judge call the harness saw fail is left unjudged.
-    assert_eq!(output.status.code(), Some(3), "stdout:\n{out}\nstderr:\n{err}");
+    let errors: Vec<String> = common::files_under(&dir.path().join("results"))
+        .into_iter()
+        .filter(|f| f.ends_with("result.json"))
+        .filter_map(|f| read_json(&dir.path().join("results").join(f))["error"].as_str().map(str::to_string))
+        .collect();
     let problems = std::mem::take(&mut server.script.lock().unwrap().problems);
     assert!(problems.is_empty(), "the run's calls differ from the harness's:\n{}", problems.join("\n"));
+    let used_up = std::mem::take(&mut server.script.lock().unwrap().used_up);
+    assert!(
+        !used_up.is_empty() && used_up.iter().all(|u| u.starts_with(JUDGE_MODEL) && u.contains("kappa/io.py")),
+        "only the judge call the harness saw fail is asked again: {used_up:?}"
+    );
+    // Exit 3: the one trial whose judge call the harness saw fail is left unjudged.
+    assert_eq!(output.status.code(), Some(3), "stdout:\n{out}\nstderr:\n{err}\ntrial errors: {errors:?}");
 
     let outputs = kit().join("outputs").join(run);
     let ours = our_results(&dir.path().join("results"));
@@ -319,7 +344,15 @@ fn check_run(run: &str, embeddings: bool) {
         }
         let theirs = read_json(&outputs.join("eval_results").join(name));
         match ours.get(name) {
-            Some(ours) => differences(name, ours, &theirs, &mut failures),
+            Some(ours) => {
+                // The harness labels results with its model config's keys (`golden_agent`), a run
+                // of Lightsout with the models' names, as `<agent>::judge=<judge>` both.
+                assert_eq!(ours["model"], format!("{AGENT_MODEL}::judge={JUDGE_MODEL}"), "{name}");
+                assert_eq!(theirs["model"], "golden_agent::judge=golden_judge", "{name}");
+                let mut ours = ours.clone();
+                ours["model"] = theirs["model"].clone();
+                differences(name, &ours, &theirs, &mut failures)
+            }
             None => failures.push(format!("{name}: no verdict of ours")),
         }
         theirs_all.push(serde_json::from_value(theirs).expect("the harness's record reads as an EvalResult"));

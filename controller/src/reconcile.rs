@@ -590,7 +590,8 @@ async fn summarise(
     }
     let max_attempts = prepared.max_attempts(&run.spec);
     let stored = state.stored.as_ref().expect("stored");
-    let records = stored.trial_records(&prepared.plan.trials, &prepared.tasks, max_attempts, prepared.spec.agent.context_config);
+    let records =
+        stored.trial_records(&prepared.plan.trials, &prepared.tasks, max_attempts, prepared.scoring.context_config);
     let spec = &run.spec;
     let summary = summary::summarise_run(
         RunIdentity {

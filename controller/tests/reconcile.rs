@@ -588,6 +588,6 @@ async fn the_context_axis_runs_each_configuration_as_its_own_trial_and_scores_it
         .python(&format!("print(s3.get_object(Bucket='results', Key='{summary_key}')['Body'].read().decode())"));
     let summary: RunSummary = serde_json::from_str(&text).unwrap();
     let swe = summary.variants[0].swe_prbench.as_ref().expect("SWE-PRBench scores");
-    let by_context: Vec<(&str, u32)> = swe.aggregate.by_context.iter().map(|(c, g)| (c.as_str(), g.prs)).collect();
+    let by_context: Vec<(&str, usize)> = swe.report.by_config.iter().map(|(c, g)| (c.as_str(), g.n)).collect();
     assert_eq!(by_context, [("config_A", 1), ("config_B", 1), ("config_C", 1)]);
 }

@@ -196,7 +196,6 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 judges: judges.clone(),
                 judged_findings: FINDINGS_PER_TRIAL as u32,
                 truth_items: 1,
-            swe_prbench_input: None,
                 votes,
                 decisions,
                 caught: first_hit_rank.map(|r| ("bug".to_string(), r)).into_iter().collect(),
@@ -249,6 +248,7 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 difficulty: None,
                 language: None,
                 truth_items: run.human_comments[task],
+                swe_prbench_input: None,
                 result: Some(std::sync::Arc::new(lightsout_core::stored::HeldResult::from(&result))),
                 verdicts: Some(std::sync::Arc::new(Verdicts::CrBugBench(verdicts))),
             });
@@ -324,6 +324,8 @@ fn main() {
         context_config: None::<ContextConfig>,
         reading: ProtocolReading::Harness,
         similarity: SimilarityKind::Lexical,
+        judge_model: String::new(),
+        departures: Default::default(),
     };
     let identity = RunIdentity { name: "bench".into(), spec_hash: String::new(), generated_at: chrono::Utc::now() };
     let dataset =

@@ -99,7 +99,7 @@ fn run(name: &str, planted_drop: f64) -> ComparedRun {
                     difficulty: None,
                     language: None,
                     truth_items: 1,
-            swe_prbench_input: None,
+                    swe_prbench_input: None,
                     result: Some(result),
                     verdicts: Some(verdicts(first_hit(v, task, repeat, drop))),
                 });
@@ -113,6 +113,8 @@ fn run(name: &str, planted_drop: f64) -> ComparedRun {
         context_config: None,
         reading: ProtocolReading::default(),
         similarity: SimilarityKind::Lexical,
+        judge_model: String::new(),
+        departures: Default::default(),
     };
     let identity = RunIdentity {
         name: name.into(),

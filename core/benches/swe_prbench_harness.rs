@@ -79,7 +79,10 @@ fn golden_records() -> Vec<GoldenRecord> {
         for config in &configs {
             let input = layout.load_eval_input(&task_id, config).unwrap();
             let (agent_answers, judge_answers) = answers.get_mut(&(task_id.clone(), full_config_name(config))).unwrap();
-            let agent = run_agent(&input, DEFAULT_AGENT_MAX_TOKENS, |_| answer(agent_answers.pop_front().unwrap()));
+            let agent = futures::executor::block_on(run_agent(&input, DEFAULT_AGENT_MAX_TOKENS, |_| {
+                std::future::ready(Ok::<_, std::convert::Infallible>(answer(agent_answers.pop_front().unwrap())))
+            }))
+            .unwrap_or_else(|never| match never {});
             let judge = if agent.parse_success {
                 let reply = answer(judge_answers.pop_front().unwrap());
                 judge_output(

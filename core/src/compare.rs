@@ -768,7 +768,6 @@ mod tests {
                         difficulty: None,
                         language: None,
                         truth_items: 1,
-            swe_prbench_input: None,
                         swe_prbench_input: None,
                         result: Some(result),
                         verdicts: verdict.map(Arc::new),
@@ -783,6 +782,8 @@ mod tests {
             context_config: None,
             reading: ProtocolReading::default(),
             similarity: SimilarityKind::Lexical,
+            judge_model: String::new(),
+            departures: Default::default(),
         };
         let identity = RunIdentity {
             name: name.into(),

@@ -152,7 +152,13 @@ enum ReviewJsonError {
 pub fn parse_review(text: &str) -> ParsedReview {
     let words = text.split_whitespace().count();
     if text.trim().is_empty() {
-        return ParsedReview { findings: Vec::new(), format: ReviewFormat::Empty, words, warnings: Vec::new(), swe_prbench: None };
+        return ParsedReview {
+            findings: Vec::new(),
+            format: ReviewFormat::Empty,
+            words,
+            warnings: Vec::new(),
+            swe_prbench: None,
+        };
     }
     let mut warnings = Vec::new();
     if starts_like_json(text) {
@@ -192,7 +198,9 @@ pub fn parse_swe_prbench_answer(text: &str) -> ParsedReview {
         Ok(findings) if findings.is_empty() => {
             ParsedReview { findings, format: ReviewFormat::Empty, words, warnings: Vec::new(), swe_prbench: None }
         }
-        Ok(findings) => ParsedReview { findings, format: ReviewFormat::Json, words, warnings: Vec::new(), swe_prbench: None },
+        Ok(findings) => {
+            ParsedReview { findings, format: ReviewFormat::Json, words, warnings: Vec::new(), swe_prbench: None }
+        }
         Err(error) => ParsedReview {
             findings: Vec::new(),
             format: ReviewFormat::Unparseable,

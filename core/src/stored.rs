@@ -558,6 +558,8 @@ mod tests {
             context_config: None,
             reading: crate::swe_prbench::ProtocolReading::Harness,
             similarity: crate::swe_prbench::SimilarityKind::Lexical,
+            judge_model: String::new(),
+            departures: Default::default(),
         };
         let summary = |records: &[TrialRecord]| {
             let identity =

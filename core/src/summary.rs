@@ -548,7 +548,8 @@ fn summarise_variant(
             .iter()
             .filter_map(|s| {
                 let pr = s.pr.as_deref()?;
-                let config = crate::dataset::swe_prbench::config_or_default(s.record.context_config.or(settings.context_config));
+                let config =
+                    crate::dataset::swe_prbench::config_or_default(s.record.context_config.or(settings.context_config));
                 let name = eval_result_file_name(&pr.task_id, &crate::dataset::swe_prbench::full_name(config));
                 Some((format!("{name}\u{0}{:08}", s.record.repeat), pr))
             })

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use lightsout_core::api::{ContextConfig, DatasetFormat};
-use lightsout_core::dataset::{load_file, CommentSelection, Dataset, GroundTruth};
+use lightsout_core::dataset::{load_file, Dataset, GroundTruth};
 use lightsout_core::workspace::{apply_change, commit_change, materialise_base};
 
 fn sample() -> PathBuf {
@@ -30,7 +30,11 @@ fn both_formats_load_every_task() {
     }
     for task in &swe.tasks {
         assert_eq!(task.task.contexts.len(), 3, "{} has every context config", task.task.id);
-        assert!(task.task.contexts[&ContextConfig::ConfigC].len() > task.task.contexts[&ContextConfig::ConfigA].len());
+        assert!(
+            task.task.contexts[&ContextConfig::ConfigC].rendered.len()
+                > task.task.contexts[&ContextConfig::ConfigA].rendered.len()
+        );
+        assert_eq!(task.task.contexts[&ContextConfig::ConfigB].config_name, "config_B_with_file_content");
         assert!(task.task.difficulty.is_some());
     }
 }
@@ -38,14 +42,18 @@ fn both_formats_load_every_task() {
 #[test]
 fn swe_prbench_ground_truth_follows_the_annotations() {
     let swe = load_file(DatasetFormat::SwePrBench, &sample().join("swe-prbench/tasks.jsonl")).unwrap();
-    let selection = |id: &str| match &swe.tasks.iter().find(|t| t.task.id == id).unwrap().truth {
-        GroundTruth::ReviewComments { selection, .. } => *selection,
-        other => panic!("{other:?}"),
+    let truth = |id: &str| -> Vec<String> {
+        match &swe.tasks.iter().find(|t| t.task.id == id).unwrap().truth {
+            GroundTruth::ReviewComments { comments, .. } => {
+                comments.iter().map(|c| c["comment_id"].as_str().unwrap().to_string()).collect()
+            }
+            other => panic!("{other:?}"),
+        }
     };
-    // An empty substantive list and a missing annotation both fall back to initiating comments.
-    assert_eq!(selection("pyledger-003"), CommentSelection::Initiating);
-    assert_eq!(selection("tinyq-004"), CommentSelection::Initiating);
-    assert_eq!(selection("pyledger-001"), CommentSelection::Substantive);
+    // The substantive list when it has ids; an empty one falls back to the initiating comments.
+    assert_eq!(truth("pyledger-001"), ["1"]);
+    assert_eq!(truth("pyledger-003"), ["1", "2"]);
+    assert_eq!(truth("tinyq-004"), ["1", "2"]);
 }
 
 #[test]

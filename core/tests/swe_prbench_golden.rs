@@ -203,8 +203,9 @@ fn score_run(run: &Run, similarity: Similarity, failures: &mut Vec<String>) -> V
             let agent = futures::executor::block_on(run_agent(&input, DEFAULT_AGENT_MAX_TOKENS, |call| {
                 agent_calls.push(call);
                 let next = agent_answers.borrow_mut().pop_front();
-                let answer =
-                    answer_of(next.unwrap_or_else(|| panic!("{task_id}/{full}: an agent call without a recorded answer")));
+                let answer = answer_of(
+                    next.unwrap_or_else(|| panic!("{task_id}/{full}: an agent call without a recorded answer")),
+                );
                 std::future::ready(Ok::<_, std::convert::Infallible>(answer))
             }))
             .unwrap_or_else(|never| match never {});

@@ -392,7 +392,16 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                 }
                 let attempt_dir = (variant.id.as_str(), planned.id.as_str(), attempt);
                 let previous = state.verdicts(&planned.id, attempt);
-                match judge_trial(store, layout, scorer, attempt_dir, (loaded, planned.context, &variant.model.name), previous).await {
+                match judge_trial(
+                    store,
+                    layout,
+                    scorer,
+                    attempt_dir,
+                    (loaded, planned.context, &variant.model.name),
+                    previous,
+                )
+                .await
+                {
                     Ok(verdicts) => {
                         // Only this judging's calls are new spend; the previous verdicts' were
                         // counted when the run started.

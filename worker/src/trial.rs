@@ -268,8 +268,20 @@ pub async fn run_trial<S: ResultStore + Clone>(
 enum AgentRun {
     /// `swe_prbench`: the `swe-prbench` prompt's final answer and parse error as the reference
     /// harness's call sequence left them.
-    Reviewed { text: String, usage: Usage, calls: u32, scripted: bool, swe_prbench: Option<SwePrBenchAnswer> },
-    Failed { outcome: Outcome, error: String, usage: Usage, calls: u32, scripted: bool },
+    Reviewed {
+        text: String,
+        usage: Usage,
+        calls: u32,
+        scripted: bool,
+        swe_prbench: Option<SwePrBenchAnswer>,
+    },
+    Failed {
+        outcome: Outcome,
+        error: String,
+        usage: Usage,
+        calls: u32,
+        scripted: bool,
+    },
 }
 
 /// The agent's run, the artifacts it left besides its review, the harness version it reported,
@@ -313,7 +325,13 @@ async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
     match harness.review(request, deadline).await {
         Ok(completion) => {
             spent.add(&completion);
-            AgentRun::Reviewed { text: completion.text, usage: spent.usage, calls: spent.calls, scripted: spent.scripted, swe_prbench: None }
+            AgentRun::Reviewed {
+                text: completion.text,
+                usage: spent.usage,
+                calls: spent.calls,
+                scripted: spent.scripted,
+                swe_prbench: None,
+            }
         }
         Err(error) => spent.failed(error, job.timeout),
     }

@@ -328,10 +328,10 @@ spec:
     let (tidy_swe, sloppy_swe) = (tidy.swe_prbench.as_ref().unwrap(), sloppy.swe_prbench.as_ref().unwrap());
     // The scripted `sloppy` model answers JSON only once told off by the stricter instruction:
     // no parse failure means the second call carried it and its answer was scored.
-    assert_eq!(sloppy_swe.aggregate.overall.parse_failures, 0, "the retry's JSON answer was scored");
-    assert_eq!(sloppy_swe.aggregate.overall.prs, 2);
-    assert!(sloppy_swe.aggregate.overall.composite > 0.0);
-    assert_eq!(tidy_swe.aggregate.overall.parse_failures, 0);
+    assert_eq!(sloppy_swe.report.agent_parse_failures, 0, "the retry's JSON answer was scored");
+    assert_eq!(sloppy_swe.records, 2);
+    assert!(sloppy_swe.composite > 0.0);
+    assert_eq!(tidy_swe.report.agent_parse_failures, 0);
     // Both calls are paid for: more input tokens than the tidy model's single calls.
     assert!(sloppy.agent_tokens.input_tokens > tidy.agent_tokens.input_tokens, "{:?}", sloppy.agent_tokens);
 }
@@ -475,7 +475,7 @@ spec:
     for verdicts in &judged {
         let Verdicts::SwePrBench(pr) = verdicts else { panic!("not judged: {verdicts:?}") };
         assert_eq!(pr.earlier_judging.calls, 1, "the stopped judging's call is carried once");
-        new_tokens += pr.metering().usage;
+        new_tokens += pr.metering.usage;
     }
     assert_eq!(second.summary.tokens.judge, kept_tokens + new_tokens, "every judge call counted once");
     assert_eq!(only_variant(&second.summary).scored, 2);

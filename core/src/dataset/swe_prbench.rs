@@ -13,7 +13,7 @@
 //! drops a line (malformed JSON), Lightsout skips that PR and reports it with the file, the line
 //! and the reason.
 
-use std::io::{BufRead, Read};
+use std::io::BufRead;
 use std::path::Path;
 
 use serde_json::{Map, Value};

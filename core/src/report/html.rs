@@ -612,12 +612,8 @@ fn breakdowns(out: &mut String, s: &RunSummary) {
         out.push_str("</tbody></table></div>");
     }
     // SWE-PRBench: the weighted composite by difficulty, the harness's `by_difficulty`.
-    let difficulties: BTreeSet<&String> = s
-        .variants
-        .iter()
-        .filter_map(|v| v.swe_prbench.as_ref())
-        .flat_map(|p| p.report.by_difficulty.keys())
-        .collect();
+    let difficulties: BTreeSet<&String> =
+        s.variants.iter().filter_map(|v| v.swe_prbench.as_ref()).flat_map(|p| p.report.by_difficulty.keys()).collect();
     if !difficulties.is_empty() {
         out.push_str("<div class=\"panel\" id=\"breakdown-composite\"><h3>SWE-PRBench composite by difficulty</h3><table class=\"heat\"><thead><tr><th class=\"l\">variant</th>");
         for d in &difficulties {
@@ -627,8 +623,7 @@ fn breakdowns(out: &mut String, s: &RunSummary) {
         for (i, v) in s.variants.iter().enumerate() {
             let _ = write!(out, "<tr><td class=\"l\">{}{}</td>", swatch(i), escape(&v.name));
             for d in &difficulties {
-                let score =
-                    v.swe_prbench.as_ref().and_then(|p| p.report.by_difficulty.get(*d)).filter(|g| g.n > 0);
+                let score = v.swe_prbench.as_ref().and_then(|p| p.report.by_difficulty.get(*d)).filter(|g| g.n > 0);
                 out.push_str(&heat_cell(score.map(|g| g.overall_score_weighted), 3));
             }
             out.push_str("</tr>");

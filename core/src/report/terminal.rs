@@ -49,10 +49,7 @@ pub fn terminal_table(summary: &RunSummary) -> String {
         }
         if composite {
             row.push(
-                v.swe_prbench
-                    .as_ref()
-                    .filter(|s| s.records > 0)
-                    .map_or("-".into(), |s| format!("{:.3}", s.composite)),
+                v.swe_prbench.as_ref().filter(|s| s.records > 0).map_or("-".into(), |s| format!("{:.3}", s.composite)),
             );
         }
         row.push(v.agent_usd_per_trial.map_or("-".into(), |c| format!("{c:.4}")));

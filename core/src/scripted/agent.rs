@@ -10,7 +10,7 @@ use super::usage::Effort;
 use crate::swe_prbench::harness::prompts::{AGENT_RETRY_SUFFIX, AGENT_SYSTEM_PROMPT};
 
 /// Prompts asking for this get a JSON array instead of markdown.
-const JSON_REQUEST_MARKER: &str = "Return a JSON array";
+const JSON_REQUEST_MARKER: &str = "Return ONLY a valid JSON array";
 /// Weight of the true-positive bonus before effort and model factors.
 const TRUE_POSITIVE_BONUS: f64 = 0.35;
 /// Penalty on fabricated findings at high effort: more thinking, fewer hallucinations.
@@ -28,11 +28,11 @@ pub struct ReviewComment {
 }
 
 /// The agent's full answer to `prompt` (markdown, or a JSON array when the prompt says
-/// `Return a JSON array`). `effort` is `None` when the request set none.
+/// `Return ONLY a valid JSON array`, as the SWE-PRBench harness's prompts do). `effort` is `None` when the request set none.
 pub fn agent_answer(model: &str, effort: Option<Effort>, prompt: &str) -> String {
     // A `sloppy` model answers a JSON request in markdown until told off by the protocol's
     // stricter retry instruction, so that the retry can be tested.
-    let told_off = prompt.contains(crate::prompts::SWE_PRBENCH_STRICT_RETRY);
+    let told_off = prompt.contains(crate::swe_prbench::harness::prompts::AGENT_RETRY_SUFFIX.trim());
     let json = prompt.contains(JSON_REQUEST_MARKER) && (!model.contains("sloppy") || told_off);
     review(model, effort, prompt, json)
 }
@@ -269,7 +269,7 @@ mod tests {
             "{markdown}"
         );
         assert_eq!(agent_answer("m", None, "no diff here"), "No issues found.");
-        assert_eq!(agent_answer("m", None, "Return a JSON array. nothing"), "[]");
+        assert_eq!(agent_answer("m", None, "Return ONLY a valid JSON array. nothing"), "[]");
     }
 
     #[test]
@@ -289,7 +289,7 @@ mod tests {
     #[test]
     fn json_mode_parses_fenced_or_bare() {
         let task = &fixtures::get().scripted[0];
-        let prompt = format!("Title: {}\nReturn a JSON array of findings.", task.title);
+        let prompt = format!("Title: {}\nReturn ONLY a valid JSON array of findings.", task.title);
         let mut saw = (false, false);
         for model in ["a", "b", "c", "d", "e", "f", "g", "h"] {
             let answer = agent_answer(model, None, &prompt);

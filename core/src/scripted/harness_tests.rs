@@ -41,14 +41,15 @@ fn sample_input(task_id: &str) -> EvalInput {
 /// The harness's agent run against the scripted agent, and the calls it made.
 fn run_scripted_agent(model: &str, input: &EvalInput) -> (AgentOutput, Vec<AgentCallKind>) {
     let mut kinds = Vec::new();
-    let output = run_agent(input, 4000, |call: AgentCall| {
+    let output = futures::executor::block_on(run_agent(input, 4000, |call: AgentCall| {
         kinds.push(call.kind);
         let user = match call.kind {
             AgentCallKind::First => input.rendered_context.clone(),
             AgentCallKind::Retry => format!("{}{AGENT_RETRY_SUFFIX}", input.rendered_context),
         };
-        Ok(harness_agent_answer(model, None, &user))
-    });
+        std::future::ready(Ok::<_, std::convert::Infallible>(Ok(harness_agent_answer(model, None, &user))))
+    }))
+    .unwrap_or_else(|never| match never {});
     (output, kinds)
 }
 

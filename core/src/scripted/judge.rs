@@ -10,8 +10,6 @@ use serde::Serialize;
 
 use super::det::{normalize_ws, tagged_block, unit};
 use super::fixtures::{self, Finding, Truth};
-use super::harness_judge::{actionability, diff_files, strip_git_prefix, CONFIRM_THRESHOLD};
-use crate::swe_prbench::{PromptComment, AGENT_COMMENTS_TAG, DIFF_TAG, HUMAN_COMMENTS_TAG};
 
 /// System prompts starting with this are judge requests.
 pub const JUDGE_SYSTEM_PREFIX: &str = "You are a code review judge";
@@ -135,67 +133,6 @@ pub(crate) fn jaccard(a: &str, b: &str) -> f64 {
 // reference harness's protocol is `super::harness_judge`'s.
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug, Serialize)]
-struct SwePrBenchLabel {
-    id: String,
-    label: &'static str,
-    human: Option<String>,
-    actionability: u8,
-    reason: String,
-}
-
-/// The SWE-PRBench judge's answer to a prompt of [`crate::swe_prbench::judge_prompt`]'s shape:
-/// `{"labels": [...]}`, one label per agent comment; prose for `malformed`/`broken` models (see
-/// [`answers_prose`]).
-///
-/// Labels by word overlap ([`jaccard`]) with the human comments: CONFIRMED naming the most
-/// similar human comment (the first on ties) when the overlap is at least 0.25; else FABRICATED
-/// when the comment's `file` is not among the diff's files; else PLAUSIBLE. Actionability: 4
-/// for P0, 3 for P1, 2 otherwise, one more for a body of 120+ characters.
-pub fn swe_prbench_judge_answer(model: &str, prompt: &str, first_attempt: bool) -> String {
-    if answers_prose(model, first_attempt) {
-        return PROSE_ANSWER.to_string();
-    }
-    let comments = |tag| -> Vec<PromptComment> {
-        tagged_block(prompt, tag).and_then(|block| serde_json::from_str(block).ok()).unwrap_or_default()
-    };
-    let human = comments(HUMAN_COMMENTS_TAG);
-    let agent = comments(AGENT_COMMENTS_TAG);
-    let diff_files = diff_files(tagged_block(prompt, DIFF_TAG).unwrap_or_default());
-    let labels: Vec<SwePrBenchLabel> = agent
-        .iter()
-        .map(|comment| {
-            let best = human.iter().map(|h| (h, jaccard(&comment.body, &h.body))).fold(
-                None,
-                |best: Option<(&PromptComment, f64)>, (h, overlap)| match best {
-                    Some((_, top)) if top >= overlap => best,
-                    _ => Some((h, overlap)),
-                },
-            );
-            let actionability = actionability(comment.severity.as_deref().unwrap_or_default(), &comment.body);
-            let unknown_file = comment.file.as_deref().map(strip_git_prefix).filter(|f| !f.is_empty());
-            let (label, human, reason) = match (best, unknown_file) {
-                (Some((h, overlap)), _) if overlap >= CONFIRM_THRESHOLD => {
-                    ("CONFIRMED", Some(h.id.clone()), format!("Word overlap with {} is {overlap:.2}.", h.id))
-                }
-                (_, Some(file)) if !diff_files.contains(&file) => {
-                    ("FABRICATED", None, format!("{file} is not in the diff."))
-                }
-                _ => ("PLAUSIBLE", None, "No human comment raises this.".to_string()),
-            };
-            SwePrBenchLabel { id: comment.id.clone(), label, human, actionability, reason }
-        })
-        .collect();
-    serde_json::json!({ "labels": labels }).to_string()
-}
-
-/// Identifies one SWE-PRBench judging, for counting attempts (the retry appends a reminder
-/// after the blocks, so it is the same judging).
-pub(crate) fn swe_prbench_attempt_key(model: &str, prompt: &str) -> String {
-    let block = |tag| tagged_block(prompt, tag).map(normalize_ws).unwrap_or_default();
-    format!("{model}\u{0}{}\u{0}{}", block(HUMAN_COMMENTS_TAG), block(AGENT_COMMENTS_TAG))
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -272,76 +209,6 @@ pub(crate) mod tests {
         assert_eq!(verdict_of(&judge_answer("j", &different, true)), "no");
         assert_eq!(verdict_of(&judge_answer("j", "no blocks at all", true)), "no");
     }
-
-    /// A SWE-PRBench judge prompt built by the real template.
-    fn swe_prbench_prompt(agent_json: &str) -> String {
-        use crate::dataset::HumanComment;
-        let human = |id: i64, body: &str| HumanComment {
-            id,
-            author: "r".into(),
-            body: body.into(),
-            path: Some("src/cache.py".into()),
-            line: Some(2),
-            diff_hunk: None,
-            severity: None,
-        };
-        let humans = [
-            human(1, "Retry loop does not sleep between attempts and hammers the server."),
-            human(2, "The retry loop never backs off between attempts, hammering the upstream server."),
-        ];
-        let diff = crate::swe_prbench::cap_diff(
-            "diff --git a/src/cache.py b/src/cache.py\n--- a/src/cache.py\n+++ b/src/cache.py\n@@ -1 +1 @@\n+x\n",
-            crate::swe_prbench::DIFF_CAP_CHARS,
-        );
-        let agent = crate::findings::parse_json_findings(agent_json).expect("agent comments parse");
-        crate::swe_prbench::judge_prompt("T", &diff, &humans, &agent)
-    }
-
-    #[test]
-    fn swe_prbench_judge_labels_by_overlap_and_files_in_the_diff() {
-        let prompt = swe_prbench_prompt(
-            r#"[{"body": "The retry loop never sleeps between attempts, hammering the upstream server.", "file": "src/cache.py", "severity": "P0"},
-                {"body": "Typo in the README heading.", "file": "README.md"},
-                {"body": "Consider a docstring for this helper function, explaining every parameter and the value it returns, with an example call.", "file": "b/src/cache.py", "severity": "P2"},
-                {"body": "Unrelated remark without a file."}]"#,
-        );
-        let answer: serde_json::Value = serde_json::from_str(&swe_prbench_judge_answer("j", &prompt, true)).unwrap();
-        let labels = answer["labels"].as_array().expect("labels");
-        let summary: Vec<(&str, &str, Option<&str>, u64)> = labels
-            .iter()
-            .map(|l| {
-                (
-                    l["id"].as_str().unwrap(),
-                    l["label"].as_str().unwrap(),
-                    l["human"].as_str(),
-                    l["actionability"].as_u64().unwrap(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            summary,
-            vec![
-                ("A1", "CONFIRMED", Some("H2"), 4),
-                ("A2", "FABRICATED", None, 2),
-                ("A3", "PLAUSIBLE", None, 3),
-                ("A4", "PLAUSIBLE", None, 2),
-            ]
-        );
-        let read = crate::swe_prbench::parse_judge_answer(&swe_prbench_judge_answer("j", &prompt, true), 4, 2);
-        assert!(matches!(read, crate::swe_prbench::JudgeAnswer::Labels(ref l) if l.len() == 4), "{read:?}");
-    }
-
-    #[test]
-    fn swe_prbench_malformed_judges_recover_on_retry_and_broken_never_do() {
-        let prompt = swe_prbench_prompt(r#"[{"body": "x y z"}]"#);
-        assert_eq!(swe_prbench_judge_answer("swe-malformed", &prompt, true), PROSE_ANSWER);
-        assert!(swe_prbench_judge_answer("swe-malformed", &prompt, false).starts_with("{\"labels\""));
-        assert_eq!(swe_prbench_judge_answer("swe-broken", &prompt, false), PROSE_ANSWER);
-        let retry = format!("{prompt}\n\nAnswer with the JSON object only.");
-        assert_eq!(swe_prbench_attempt_key("m", &prompt), swe_prbench_attempt_key("m", &retry));
-        assert_ne!(swe_prbench_attempt_key("m", &prompt), swe_prbench_attempt_key("m2", &prompt));
-    }
-
     #[test]
     fn malformed_and_broken_models() {
         let prompt = judge_prompt("a", "b");

@@ -17,7 +17,7 @@ pub mod chaos;
 mod det;
 mod embeddings;
 mod fixtures;
-mod harness_judge;
+pub(crate) mod harness_judge;
 mod judge;
 mod openai;
 mod request;
@@ -42,7 +42,7 @@ pub use agent::{
 };
 pub use embeddings::{embed, DIMENSIONS as EMBEDDING_DIMENSIONS};
 pub use harness_judge::harness_judge_answer;
-pub use judge::{answers_prose, judge_answer, swe_prbench_judge_answer, JUDGE_SYSTEM_PREFIX, PROSE_ANSWER};
+pub use judge::{answers_prose, judge_answer, JUDGE_SYSTEM_PREFIX, PROSE_ANSWER};
 pub use usage::{estimate_tokens, Effort};
 
 /// The header every answer of the scripted server carries (value `1`), so whoever receives one
@@ -99,8 +99,7 @@ pub enum Role {
     /// The system prompt starts with [`JUDGE_SYSTEM_PREFIX`].
     Judge,
     /// The system prompt starts with the reference harness's
-    /// [`crate::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX`] (or, until that protocol
-    /// goes, Lightsout's own [`crate::swe_prbench::SWE_PRBENCH_JUDGE_SYSTEM_PREFIX`]).
+    /// [`crate::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX`].
     SwePrBenchJudge,
     /// Any other request: a code reviewer.
     Agent,
@@ -110,50 +109,12 @@ impl Role {
     /// The role a request's system prompt (or instructions, or first message) selects.
     pub fn of(instructions: &str) -> Role {
         let instructions = instructions.trim_start();
-        if SwePrBenchProtocol::of(instructions).is_some() {
+        if instructions.starts_with(crate::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX) {
             Role::SwePrBenchJudge
         } else if instructions.starts_with(JUDGE_SYSTEM_PREFIX) {
             Role::Judge
         } else {
             Role::Agent
-        }
-    }
-}
-
-/// Which protocol a SWE-PRBench judging speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SwePrBenchProtocol {
-    /// The reference harness's judge message ([`harness_judge_answer`]).
-    Harness,
-    /// Lightsout's own tagged blocks ([`swe_prbench_judge_answer`]).
-    Lightsout,
-}
-
-impl SwePrBenchProtocol {
-    /// The protocol a judge system prompt (leading whitespace trimmed) selects, if any.
-    pub(crate) fn of(instructions: &str) -> Option<SwePrBenchProtocol> {
-        if instructions.starts_with(crate::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX) {
-            Some(SwePrBenchProtocol::Harness)
-        } else if instructions.starts_with(crate::swe_prbench::SWE_PRBENCH_JUDGE_SYSTEM_PREFIX) {
-            Some(SwePrBenchProtocol::Lightsout)
-        } else {
-            None
-        }
-    }
-
-    /// Identifies one judging of this protocol, for counting attempts.
-    fn attempt_key(self, model: &str, user: &str) -> String {
-        match self {
-            SwePrBenchProtocol::Harness => harness_judge::harness_attempt_key(model, user),
-            SwePrBenchProtocol::Lightsout => judge::swe_prbench_attempt_key(model, user),
-        }
-    }
-
-    /// The judge's answer to the user message `user` of this protocol.
-    fn answer(self, model: &str, user: &str, first_attempt: bool) -> String {
-        match self {
-            SwePrBenchProtocol::Harness => harness_judge_answer(model, user, first_attempt),
-            SwePrBenchProtocol::Lightsout => swe_prbench_judge_answer(model, user, first_attempt),
         }
     }
 }

@@ -20,9 +20,7 @@ use tokio::time::Instant;
 use super::det::hash_u64;
 use super::request::{Completion, Exchange, ToolCall};
 use super::usage::{cache_prefix, Usage};
-use super::{
-    agent, anthropic, judge, openai, Faults, RateLimit, RecordedRequest, Role, ScriptedConfig, SwePrBenchProtocol,
-};
+use super::{agent, anthropic, harness_judge, judge, openai, Faults, RateLimit, RecordedRequest, Role, ScriptedConfig};
 
 /// State shared by all handlers of one server instance.
 pub(crate) struct Shared {
@@ -176,11 +174,9 @@ impl Shared {
                 judge::judge_answer(&exchange.model, prompt, first)
             }
             Role::SwePrBenchJudge => {
-                let protocol =
-                    SwePrBenchProtocol::of(exchange.instructions.trim_start()).unwrap_or(SwePrBenchProtocol::Harness);
                 let first = !exchange.model.contains("malformed")
-                    || lock(&self.judged).insert(protocol.attempt_key(&exchange.model, &exchange.user));
-                protocol.answer(&exchange.model, &exchange.user, first)
+                    || lock(&self.judged).insert(harness_judge::harness_attempt_key(&exchange.model, &exchange.user));
+                harness_judge::harness_judge_answer(&exchange.model, &exchange.user, first)
             }
             Role::Agent if exchange.shell_tool.is_some() => {
                 let step = exchange.tool_calls_so_far;

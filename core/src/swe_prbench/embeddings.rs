@@ -49,11 +49,14 @@ impl EmbeddingsBackend {
     }
 }
 
-
 impl EmbeddingsBackend {
     /// The embedding of each text, in order, and what computing them cost (no call for an
     /// empty list).
-    pub async fn vectors(&self, texts: &[String], pricing: &PricingTable) -> Result<(Vec<Vec<f64>>, Metering), CallError> {
+    pub async fn vectors(
+        &self,
+        texts: &[String],
+        pricing: &PricingTable,
+    ) -> Result<(Vec<Vec<f64>>, Metering), CallError> {
         let mut metering = Metering::default();
         if texts.is_empty() {
             return Ok((Vec::new(), metering));

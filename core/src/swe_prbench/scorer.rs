@@ -17,7 +17,9 @@ use super::harness::judge_message::judge_user_message;
 use super::harness::prompts::JUDGE_SYSTEM_PROMPT;
 use super::harness::similarity::{texts_to_embed, VectorTable};
 use super::harness::verdict::JUDGE_MAX_TOKENS;
-use super::harness::{evaluate_record, judge_output, judge_skipped, Departures, EvalInput, EvalResult, Scoring, Similarity};
+use super::harness::{
+    evaluate_record, judge_output, judge_skipped, Departures, EvalInput, EvalResult, Scoring, Similarity,
+};
 use super::Metering;
 use crate::api::{ContextConfig, ModelRef};
 use crate::model::{CallError, ChatRequest, Endpoint, ModelClient};
@@ -94,7 +96,12 @@ pub fn model_label(agent_model: &str, judge_model: &str) -> String {
 /// The agent's output for a trial that produced no answer (failed, timed out, over budget):
 /// the harness's output of a generation that failed.
 pub fn no_answer(error: &str) -> AgentOutput {
-    AgentOutput { raw_response: String::new(), comments: Vec::new(), parse_success: false, parse_error: Some(error.to_string()) }
+    AgentOutput {
+        raw_response: String::new(),
+        comments: Vec::new(),
+        parse_success: false,
+        parse_error: Some(error.to_string()),
+    }
 }
 
 /// The agent's output for its final answer, as the harness reads it.

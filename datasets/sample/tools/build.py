@@ -11,8 +11,8 @@ the diff is produced by `git diff`. Line numbers are never written by hand:
 bugs, comments and findings carry an "anchor" (path, substring) that must occur
 exactly once in the post-PR file and resolves to the line where it starts.
 Comments: "reply_to" makes a reply (same location), "substantive"/"severity"
-feed the annotation; "substantive_override" replaces the substantive list and
-"omit_annotation" drops the annotation file. "related" are the extra files of
+feed the annotation; "substantive_override" replaces the substantive list
+(every task has an annotation file, as the benchmark's harness requires). "related" are the extra files of
 config_C. Outputs: README.md, crbugbench.jsonl, swe-prbench/**, scripted.json.
 Python 3.10+, standard library only; needs git >= 2.28.
 """
@@ -1001,7 +1001,7 @@ test("full jitter picks a delay between 0 and the exponential value", () => {
         {"id": 3, "author": "ana-p", "reply_to": 2,
          "body": "I assumed nobody goes past ~20 attempts, but the webhook jobs do. Will follow up."},
     ],
-    "omit_annotation": True,
+    "substantive_override": [],
     "related": ["src/index.ts"],
     "findings": [
         {"id": "f1", "severity": "P1", "identifies": ["b0"], "matches_comments": [2],
@@ -1610,29 +1610,28 @@ def build(args):
         }
         prbench.append(record)
 
-        if not task.get("omit_annotation"):
-            substantive = task.get("substantive_override")
-            if substantive is None:
-                substantive = [c["id"] for c in task["comments"] if c.get("substantive")]
-            ann_comments = []
-            for c in task["comments"]:
-                rec = by_id[c["id"]]
-                in_diff = rec["line"] is not None and (
-                    rec["line"] in parsed.get(rec["path"], {}).get("added", set())
-                    | parsed.get(rec["path"], {}).get("context", set()))
-                # The benchmark's annotation form: string ids, the comment's text and location.
-                ann_comments.append({
-                    "comment_id": str(c["id"]),
-                    "author": rec["author"],
-                    "body": rec["body"],
-                    "file": rec["path"],
-                    "line": rec["line"],
-                    "severity": c.get("severity") if c["id"] in substantive else None,
-                    "is_initiating_comment": "reply_to" not in c,
-                    "is_in_diff": bool(in_diff),
-                })
-            annotations[tid] = {"task_id": tid, "substantive_comment_ids": [str(i) for i in substantive],
-                                "comments": ann_comments}
+        substantive = task.get("substantive_override")
+        if substantive is None:
+            substantive = [c["id"] for c in task["comments"] if c.get("substantive")]
+        ann_comments = []
+        for c in task["comments"]:
+            rec = by_id[c["id"]]
+            in_diff = rec["line"] is not None and (
+                rec["line"] in parsed.get(rec["path"], {}).get("added", set())
+                | parsed.get(rec["path"], {}).get("context", set()))
+            # The benchmark's annotation form: string ids, the comment's text and location.
+            ann_comments.append({
+                "comment_id": str(c["id"]),
+                "author": rec["author"],
+                "body": rec["body"],
+                "file": rec["path"],
+                "line": rec["line"],
+                "severity": c.get("severity") if c["id"] in substantive else None,
+                "is_initiating_comment": "reply_to" not in c,
+                "is_in_diff": bool(in_diff),
+            })
+        annotations[tid] = {"task_id": tid, "substantive_comment_ids": [str(i) for i in substantive],
+                            "comments": ann_comments}
 
         for config in ("config_A", "config_B", "config_C"):
             contexts[(config, tid)] = {"task_id": tid, "config": config, "config_name": CONFIG_NAMES[config],
@@ -1856,8 +1855,8 @@ def verify(trees, base_shas):
     if {r["difficulty"] for r in prbench} != {"Type1_Direct", "Type2_Contextual", "Type3_Latent_Candidate"}:
         fail("difficulties are not mixed")
     ann_files = {p.name for p in (SAMPLE / "swe-prbench" / "annotations").glob("*.json")}
-    if len(ann_files) == len(crbug):
-        fail("at least one task must have no annotation file")
+    if len(ann_files) != len(crbug):
+        fail("every task needs its annotation file (the reference harness refuses a run without one)")
     if not any(json.loads(p.read_text())["substantive_comment_ids"] == []
                for p in (SAMPLE / "swe-prbench" / "annotations").glob("*.json")):
         fail("at least one annotation must have an empty substantive list")
@@ -1872,7 +1871,6 @@ def render_readme(crbug, prbench, base_shas, annotations):
         locs = ", ".join(f"`{b['file']}:{b['line']}`" for b in cb["bugs"])
         rows.append(f"| `{tid}` | {cb['title']} | {cb['track']} | {pr['difficulty']} | {pr['pr_type']} "
                     f"| {SUMMARIES[tid]} | {locs} |")
-    no_ann = [cb["task_id"] for cb in crbug if cb["task_id"] not in annotations]
     empty = [t for t, a in annotations.items() if not a["substantive_comment_ids"]]
     base_lines = "\n".join(f"| `{repo}` | `{sha}` |" for repo, sha in base_shas.items())
     return f"""# Lightsout sample dataset
@@ -1959,9 +1957,9 @@ git -C <dir> -c commit.gpgsign=false commit -q -m "<task title>"
   `file`/`line` are its `path`/`line`, and `substantive_comment_ids` lists
   such strings. Each context file carries the benchmark's full `config_name`
   (e.g. `config_A_diff_only`) beside `config` and `rendered`.
-* Annotations: `{", ".join(no_ann)}` has none (initiating-comments fallback);
-  `{", ".join(empty)}` has an empty `substantive_comment_ids` (reviewers
-  missed the bug).
+* Annotations: every task has one (the reference harness refuses a run
+  without); `{", ".join(empty)}` have an empty `substantive_comment_ids`, so
+  their ground truth is the initiating comments.
 * `scripted.json`: per task 5-6 findings: 1-2 identifying the bug, correct
   but unrelated ones, a nit and one `"fabricated": true` claim.
   `identifies` holds bug ids, `matches_comments` human comment ids.

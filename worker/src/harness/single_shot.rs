@@ -16,13 +16,15 @@ pub struct SingleShot<'a> {
 pub const VERSION: &str = "1.0.0";
 
 impl SingleShot<'_> {
-    /// The review, unless the call fails or `deadline` (the trial's time limit) passes first.
+    /// The review, unless the call fails or `deadline` (the trial's time limit) passes first. A
+    /// request without a system message of its own (one its prompt brings) gets the reviewer's.
     pub async fn review(
         &self,
         request: ChatRequest,
         deadline: tokio::time::Instant,
     ) -> Result<Completion, DeadlineError> {
-        let request = ChatRequest { system: Some(REVIEWER_SYSTEM.to_string()), ..request };
+        let system = request.system.clone().unwrap_or_else(|| REVIEWER_SYSTEM.to_string());
+        let request = ChatRequest { system: Some(system), ..request };
         self.client.complete_until(self.endpoint, &request, deadline).await
     }
 }

@@ -163,7 +163,6 @@ fn same_file(a: &str, b: &str) -> bool {
     a == b || without_git_prefix(&a).as_deref() == Some(&b) || without_git_prefix(&b).as_deref() == Some(&a)
 }
 
-
 fn affinity(similarity: f64, agent: &AgentComment, human: &Map<String, Value>, normalise_paths: bool) -> f64 {
     let mut score = similarity;
     let agent_file = agent.file_reference.clone().unwrap_or_default();
