@@ -6,8 +6,9 @@ mean Pooling -> Normalize) without torch: the MPNet encoder of Hugging Face tran
 
 Rules followed, each as in sentence-transformers / transformers:
 - tokenizer: the model's `tokenizer.json` (`<s> text </s>`), truncated to `max_seq_length`
-  from `sentence_bert_config.json` (384), no padding: each text is encoded alone, which is the
-  padded batch's result for that row without the padding;
+  from `sentence_bert_config.json` (384), no padding: attention runs within each text, which is
+  the padded batch's result for that row without the padding (several texts share the per-token
+  steps, see `_embed_packed`);
 - position ids start at padding_idx + 1 (= 2) and count the non-padding tokens;
 - relative attention bias: T5-style buckets (32 buckets, max distance 128, bidirectional),
   shared by all layers;
@@ -25,6 +26,10 @@ import numpy as np
 from safetensors.numpy import load_file
 from scipy.special import erf
 from tokenizers import Tokenizer
+
+
+# Tokens per packed group: bounds the (tokens, 3072) intermediate activations to about 50 MB.
+PACKED_TOKENS = 4096
 
 
 class MPNetEmbedder:
@@ -45,6 +50,7 @@ class MPNetEmbedder:
         self.dtype = dtype
         self.heads = config["num_attention_heads"]
         self.layers = config["num_hidden_layers"]
+        self.width = config["hidden_size"]
         self.eps = config["layer_norm_eps"]
         self.padding_idx = config["pad_token_id"]
         self.buckets = config.get("relative_attention_num_buckets", 32)
@@ -64,49 +70,71 @@ class MPNetEmbedder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """One row per text: the sentence embedding (768 floats, unit length)."""
-        return np.stack([self._embed_one(text) for text in texts]) if texts else np.zeros((0, 768), self.dtype)
+        token_ids = [np.asarray(encoding.ids, dtype=np.int64) for encoding in self.tokenizer.encode_batch(texts)]
+        rows: list[np.ndarray] = []
+        for group in pack(token_ids, PACKED_TOKENS):
+            rows.extend(self._embed_packed(group))
+        return np.stack(rows) if rows else np.zeros((0, self.width), self.dtype)
 
-    def _embed_one(self, text: str) -> np.ndarray:
-        ids = np.asarray(self.tokenizer.encode(text).ids, dtype=np.int64)
-        hidden = self._encode(ids)
-        # Every token is real (no padding), so the masked mean is the plain mean.
-        pooled = hidden.mean(axis=0)
-        if self.normalize:
-            pooled = pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+    def _embed_packed(self, sequences: list[np.ndarray]) -> list[np.ndarray]:
+        """Embeds several texts in one pass: their tokens are stacked into one matrix for the
+        per-token steps (linear layers, LayerNorm, GELU), so the weights are read once per group,
+        and attention runs within each text only. No padding, hence no attention mask."""
+        lengths = [len(ids) for ids in sequences]
+        hidden = self._encode(np.concatenate(sequences), lengths)
+        pooled = []
+        for segment in np.split(hidden, np.cumsum(lengths)[:-1]):
+            # Every token is real, so the masked mean is the plain mean.
+            vector = segment.mean(axis=0)
+            if self.normalize:
+                vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+            pooled.append(vector)
         return pooled
 
-    def _encode(self, ids: np.ndarray) -> np.ndarray:
+    def _encode(self, ids: np.ndarray, lengths: list[int]) -> np.ndarray:
         w = self.w
-        not_pad = (ids != self.padding_idx).astype(np.int64)
-        positions = np.cumsum(not_pad) * not_pad + self.padding_idx
+        positions = np.concatenate([self._position_ids(segment) for segment in np.split(ids, np.cumsum(lengths)[:-1])])
         x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][positions]
         x = self._layer_norm(x, "embeddings.LayerNorm")
 
-        bias = self._position_bias(len(ids))
+        biases = {length: self._position_bias(length) for length in set(lengths)}
         for layer in range(self.layers):
-            x = self._layer(x, bias, f"encoder.layer.{layer}.")
+            x = self._layer(x, lengths, biases, f"encoder.layer.{layer}.")
         return x
 
-    def _layer(self, x: np.ndarray, bias: np.ndarray, prefix: str) -> np.ndarray:
-        seq, width = x.shape
-        head_dim = width // self.heads
+    def _position_ids(self, ids: np.ndarray) -> np.ndarray:
+        not_pad = (ids != self.padding_idx).astype(np.int64)
+        return np.cumsum(not_pad) * not_pad + self.padding_idx
 
-        def split_heads(t: np.ndarray) -> np.ndarray:
-            return t.reshape(seq, self.heads, head_dim).transpose(1, 0, 2)
-
-        q = split_heads(self._linear(x, prefix + "attention.attn.q"))
-        k = split_heads(self._linear(x, prefix + "attention.attn.k"))
-        v = split_heads(self._linear(x, prefix + "attention.attn.v"))
-        scores = q @ k.transpose(0, 2, 1) / self.dtype(math.sqrt(head_dim)) + bias
-        scores = scores - scores.max(axis=-1, keepdims=True)
-        probs = np.exp(scores)
-        probs = probs / probs.sum(axis=-1, keepdims=True)
-        context = (probs @ v).transpose(1, 0, 2).reshape(seq, width)
+    def _layer(self, x: np.ndarray, lengths: list[int], biases: dict[int, np.ndarray], prefix: str) -> np.ndarray:
+        q = self._linear(x, prefix + "attention.attn.q")
+        k = self._linear(x, prefix + "attention.attn.k")
+        v = self._linear(x, prefix + "attention.attn.v")
+        bounds = np.cumsum([0, *lengths])
+        context = np.concatenate([
+            self._attention(q[start:end], k[start:end], v[start:end], biases[end - start])
+            for start, end in zip(bounds[:-1], bounds[1:])
+        ])
         attended = self._layer_norm(self._linear(context, prefix + "attention.attn.o") + x, prefix + "attention.LayerNorm")
 
         inner = self._linear(attended, prefix + "intermediate.dense")
         inner = inner * self.dtype(0.5) * (self.dtype(1.0) + erf(inner / self.dtype(math.sqrt(2.0))))
         return self._layer_norm(self._linear(inner, prefix + "output.dense") + attended, prefix + "output.LayerNorm")
+
+    def _attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        """Multi-head self-attention of one text: (seq, width) projections to (seq, width)."""
+        seq, width = q.shape
+        head_dim = width // self.heads
+
+        def split_heads(t: np.ndarray) -> np.ndarray:
+            return t.reshape(seq, self.heads, head_dim).transpose(1, 0, 2)
+
+        q, k, v = split_heads(q), split_heads(k), split_heads(v)
+        scores = q @ k.transpose(0, 2, 1) / self.dtype(math.sqrt(head_dim)) + bias
+        scores = scores - scores.max(axis=-1, keepdims=True)
+        probs = np.exp(scores)
+        probs = probs / probs.sum(axis=-1, keepdims=True)
+        return (probs @ v).transpose(1, 0, 2).reshape(seq, width)
 
     def _linear(self, x: np.ndarray, name: str) -> np.ndarray:
         return x @ self.w[name + ".weight"].T + self.w[name + ".bias"]
@@ -141,3 +169,16 @@ def relative_position_bucket(relative: np.ndarray, num_buckets: int = 32, max_di
     large = max_exact + (scaled * np.float32(half - max_exact)).astype(np.int64)
     large = np.minimum(large, half - 1)
     return result + np.where(is_small, n, large)
+
+
+def pack(sequences: list[np.ndarray], budget: int) -> list[list[np.ndarray]]:
+    """Consecutive groups of sequences, each of at most `budget` tokens (or one longer sequence)."""
+    groups: list[list[np.ndarray]] = []
+    used = budget
+    for sequence in sequences:
+        if used + len(sequence) > budget:
+            groups.append([])
+            used = 0
+        groups[-1].append(sequence)
+        used += len(sequence)
+    return groups
