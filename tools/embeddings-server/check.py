@@ -34,7 +34,7 @@ TEXTS = [
     "The lock is taken in `flush()` and again in `write()` which `flush()` calls — this deadlocks.",
     "```python\nfor k, v in d.items():\n    if v is None:\n        del d[k]\n```\nMutating a dict while iterating raises RuntimeError.",
     "@@ -10,7 +10,7 @@ fn parse(input: &str) -> Result<u32, Error> {\n-    input.parse().unwrap()\n+    input.parse().map_err(Error::from)\n }",
-    "SQL injection: the query is built with f\"SELECT * FROM users WHERE id = {user_id}\"; use parameters.",
+    'SQL injection: the query is built with f"SELECT * FROM users WHERE id = {user_id}"; use parameters.',
     "Ce commentaire est en français : la variable n'est jamais initialisée.",
     "这个函数没有处理空输入的情况。",
     "Emoji and symbols 🚀✅ — ≤ ≥ ≠ ∞ µs",
@@ -52,7 +52,9 @@ TEXTS = [
 def start_server(model_dir: str) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
         [sys.executable, str(HERE / "server.py"), model_dir, "--port", "0", "--quiet"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     line = process.stdout.readline()
     if " at http://" not in line:

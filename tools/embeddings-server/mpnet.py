@@ -18,6 +18,7 @@ Rules followed, each as in sentence-transformers / transformers:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -26,7 +27,6 @@ import numpy as np
 from safetensors.numpy import load_file
 from scipy.special import erf
 from tokenizers import Tokenizer
-
 
 # Tokens per packed group: bounds the (tokens, 3072) intermediate activations to about 50 MB.
 PACKED_TOKENS = 4096
@@ -111,11 +111,15 @@ class MPNetEmbedder:
         k = self._linear(x, prefix + "attention.attn.k")
         v = self._linear(x, prefix + "attention.attn.v")
         bounds = np.cumsum([0, *lengths])
-        context = np.concatenate([
-            self._attention(q[start:end], k[start:end], v[start:end], biases[end - start])
-            for start, end in zip(bounds[:-1], bounds[1:])
-        ])
-        attended = self._layer_norm(self._linear(context, prefix + "attention.attn.o") + x, prefix + "attention.LayerNorm")
+        context = np.concatenate(
+            [
+                self._attention(q[start:end], k[start:end], v[start:end], biases[end - start])
+                for start, end in itertools.pairwise(bounds)
+            ]
+        )
+        attended = self._layer_norm(
+            self._linear(context, prefix + "attention.attn.o") + x, prefix + "attention.LayerNorm"
+        )
 
         inner = self._linear(attended, prefix + "intermediate.dense")
         inner = inner * self.dtype(0.5) * (self.dtype(1.0) + erf(inner / self.dtype(math.sqrt(2.0))))

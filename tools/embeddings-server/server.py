@@ -48,8 +48,9 @@ def parse_request(body: bytes) -> tuple[str, list[str], str]:
         raise RequestError(HTTPStatus.BAD_REQUEST, "body is not a JSON object")
     model = request.get("model")
     if model not in MODEL_NAMES:
-        raise RequestError(HTTPStatus.NOT_FOUND, f"model {model!r} is not served; use one of {list(MODEL_NAMES)}",
-                           "model_not_found")
+        raise RequestError(
+            HTTPStatus.NOT_FOUND, f"model {model!r} is not served; use one of {list(MODEL_NAMES)}", "model_not_found"
+        )
     texts = request.get("input")
     if isinstance(texts, str):
         texts = [texts]
@@ -96,7 +97,9 @@ def make_handler(embedder: MPNetEmbedder, lock: threading.Lock, quiet: bool) -> 
             try:
                 length = int(self.headers.get("Content-Length") or 0)
                 if length > MAX_BODY_BYTES:
-                    raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body of {length} bytes; at most {MAX_BODY_BYTES}")
+                    raise RequestError(
+                        HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body of {length} bytes; at most {MAX_BODY_BYTES}"
+                    )
                 model, texts, encoding = parse_request(self.rfile.read(length))
                 # One request at a time: the encoder already uses the cores (BLAS threads).
                 with lock:
@@ -105,10 +108,19 @@ def make_handler(embedder: MPNetEmbedder, lock: threading.Lock, quiet: bool) -> 
             except RequestError as error:
                 self._send_error(error)
                 return
-            data = [{"object": "embedding", "index": index, "embedding": encode_vector(vector, encoding)}
-                    for index, vector in enumerate(vectors)]
-            self._send(HTTPStatus.OK, {"object": "list", "data": data, "model": model,
-                                       "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+            data = [
+                {"object": "embedding", "index": index, "embedding": encode_vector(vector, encoding)}
+                for index, vector in enumerate(vectors)
+            ]
+            self._send(
+                HTTPStatus.OK,
+                {
+                    "object": "list",
+                    "data": data,
+                    "model": model,
+                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                },
+            )
 
         def _send_error(self, error: RequestError) -> None:
             self._send(error.status, {"error": {"message": error.message, "type": error.code, "code": error.code}})
