@@ -186,7 +186,7 @@ mod tests {
             assert!(dataset.tasks.len() >= 13, "{list}: {} tasks, skipped {:?}", dataset.tasks.len(), dataset.skipped);
             let layout = layout_of(&path);
             for loaded in &dataset.tasks {
-                for (config, _) in &loaded.task.contexts {
+                for config in loaded.task.contexts.keys() {
                     let ours = eval_input(&loaded.task, *config, &loaded.truth).unwrap();
                     let theirs = layout.load_eval_input(&loaded.task.id, config.as_str()).unwrap();
                     assert_eq!(ours, theirs, "{list} {} {config:?}", loaded.task.id);
