@@ -82,12 +82,24 @@ fn valid_line(format: DatasetFormat) -> &'static str {
         DatasetFormat::CrBugBench => {
             r#"{"task_id": "t1", "repo": "o/r", "title": "T", "diff": "+x", "track": "pre-merge", "bugs": [{"description": "d"}]}"#
         }
-        DatasetFormat::SwePrBench => {
-            r#"{"task_id": "t1", "repo": "o/r", "title": "T", "diff_patch": "+x", "human_review_comments": [{"id": 1, "body": "b"}]}"#
-        }
+        DatasetFormat::SwePrBench => r#"{"task_id": "t1", "repo": "o/r", "pr_number": 1, "diff_patch": "+x"}"#,
         DatasetFormat::Jsonl => {
             r#"{"id": "t1", "repo": "o/r", "title": "T", "diff": "+x", "ground_truth": {"kind": "bugs", "bugs": [{"description": "d"}]}}"#
         }
+    }
+}
+
+/// The benchmark layout's files beside a SWE-PRBench case's PR list: contexts for t1, t2 and t3,
+/// annotations for t1, t2 and t4 (so t3 lacks its annotation and t4 its context).
+fn swe_prbench_side_files(dir: &std::path::Path) {
+    std::fs::create_dir_all(dir.join("contexts/config_A")).unwrap();
+    std::fs::create_dir_all(dir.join("annotations")).unwrap();
+    for task in ["t1", "t2", "t3"] {
+        std::fs::write(dir.join(format!("contexts/config_A/{task}.json")), r#"{"rendered": "R"}"#).unwrap();
+    }
+    for task in ["t1", "t2", "t4"] {
+        let annotation = r#"{"comments": [{"comment_id": "c1", "body": "b", "is_initiating_comment": true}]}"#;
+        std::fs::write(dir.join(format!("annotations/{task}_human.json")), annotation).unwrap();
     }
 }
 
@@ -108,6 +120,9 @@ fn malformed_dataset_lines_are_skipped_naming_file_and_line() {
         }
         bytes.push(b'\n');
         std::fs::write(&path, bytes).unwrap();
+        if case.format == DatasetFormat::SwePrBench {
+            swe_prbench_side_files(dir.path());
+        }
         let loaded = match dataset::load_file(case.format, &path) {
             Ok(loaded) => loaded,
             Err(e) => {

@@ -202,6 +202,8 @@ pub struct SwePrBenchSummary {
     pub composite: f64,
     /// The weighted composite's bootstrap interval.
     pub composite_interval: Option<Interval>,
+    /// `embeddings`, or `lexical`: the harness's Jaccard fallback, not its published similarity.
+    pub similarity: SimilarityKind,
     /// The harness's `eval_report.json` over the records (without `run_date` and `records`).
     pub report: EvalReport,
 }
@@ -561,6 +563,7 @@ fn summarise_variant(
             records: results.len() as u32,
             composite: weighted_composite(&results),
             composite_interval,
+            similarity: settings.similarity,
             report: eval_report(&results),
         }
     });

@@ -410,17 +410,20 @@ fn stored_verdicts(dir: &Path) -> Vec<lightsout_core::scoring::Verdicts> {
     out
 }
 
-/// A SWE-PRBench judge that fails mid-judging (its stricter retry refused) leaves the trial
-/// unjudged with the first answer's usage counted; the run says so, and running it again judges
-/// the trial, counting that usage once more nowhere.
+/// A SWE-PRBench judging that a provider stops mid-way (the judge answered, the embeddings call
+/// is refused) leaves the trial unjudged with the judge call's usage counted; the run says so,
+/// and running it again judges the trial, counting that usage once more nowhere.
 #[tokio::test]
 async fn a_swe_prbench_judging_a_provider_stops_is_unjudged_keeps_its_paid_calls_and_a_rerun_finishes_it() {
     use lightsout_core::scoring::Verdicts;
 
     let agent = server(Faults::default(), "agent-secret").await;
-    // The malformed judge answers prose first; every second request, its stricter retry, is
-    // refused (a 400 is not retried). One trial at a time, so each judging meets that order.
-    let judge = server(Faults { status_every_nth: Some((400, 2)), ..Faults::default() }, "judge-secret").await;
+    // The judge answers; the embeddings endpoint, called after it in each judging, is down
+    // (nothing listens on its address) until the second run.
+    let judge = server(Faults::default(), "judge-secret").await;
+    let embeddings_down = server(Faults::default(), "judge-secret").await;
+    let (embeddings_addr, embeddings_url) = (embeddings_down.addr(), embeddings_down.base_url());
+    embeddings_down.shutdown().await;
     let dir = tempfile::tempdir().unwrap();
     let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/swe-prbench/tasks.jsonl");
     let yaml = format!(
@@ -432,16 +435,20 @@ spec:
   dataset: {{format: swe-prbench, source: "file://{}", sample: {{size: 2, seed: 1}}}}
   agent: {{harness: {{name: single-shot, version: "1.0.0"}}, prompt: {{preset: swe-prbench}}, timeout: 30s}}
   matrix: {{models: [{{name: gpt-5-mini, provider: agent}}]}}
-  judges: {{panel: [{{name: swe-judge-malformed, provider: judge}}]}}
+  judges:
+    panel: [{{name: gpt-5, provider: judge}}]
+    swePrbench: {{embeddings: {{name: text-embedding-3-small, provider: embeddings}}}}
   providers:
     agent: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: AGENT_KEY}}
     judge: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: JUDGE_KEY}}
+    embeddings: {{baseUrl: "{}", apiKind: openai-chat, apiKeyEnv: JUDGE_KEY}}
   storage: {{results: "file:///unused"}}
   parallelism: 1
 "#,
         tasks.display(),
         agent.base_url(),
-        judge.base_url()
+        judge.base_url(),
+        embeddings_url
     );
     let (first, events) = run(config(&yaml, dir.path())).await;
     assert_eq!((first.unfinished.unjudged, first.unfinished.infra_failed), (2, 0), "{:?}", first.unfinished);
@@ -453,7 +460,7 @@ spec:
         })
         .collect();
     assert_eq!(failures.len(), 2, "{events:?}");
-    assert!(failures.iter().all(|e| e.contains("400")), "{failures:?}");
+    assert!(failures.iter().all(|e| e.contains("Connection refused")), "{failures:?}");
     let unjudged = stored_verdicts(dir.path());
     assert_eq!(unjudged.len(), 2);
     let kept: Vec<_> = unjudged
@@ -467,7 +474,12 @@ spec:
     let kept_tokens: lightsout_core::model::Usage = kept.iter().map(|m| m.usage).sum();
     assert_eq!(first.summary.tokens.judge, kept_tokens, "the summary counts the paid calls of the stopped judgings");
 
-    judge.set_faults(Faults::default());
+    let _embeddings = ScriptedServer::start_on(
+        embeddings_addr,
+        ScriptedConfig { expected_api_key: Some("judge-secret".into()), faults: Faults::default() },
+    )
+    .await
+    .unwrap();
     let (second, _) = run(config(&yaml, dir.path())).await;
     assert!(second.unfinished.is_empty(), "{:?}", second.unfinished);
     let judged = stored_verdicts(dir.path());

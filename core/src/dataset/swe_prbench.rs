@@ -68,6 +68,8 @@ pub(super) fn read(mut reader: impl BufRead, path: &Path) -> std::io::Result<Dat
 /// One PR record with its context files and annotation.
 fn convert(record: &Map<String, Value>, layout: &BenchmarkLayout) -> Result<LoadedTask, String> {
     let task_id = layout::task_id_of(record).map_err(|e| e.to_string())?;
+    // Checked before it is joined into any path: the harness would read outside the dataset.
+    crate::names::safe_path_component(&task_id).map_err(|e| format!("task_id {e}"))?;
     let mut contexts = std::collections::BTreeMap::new();
     let mut first: Option<EvalInput> = None;
     for config in CONFIGS {
