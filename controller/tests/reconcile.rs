@@ -538,7 +538,7 @@ async fn judging_missing_votes_again_meters_only_the_new_calls() {
 
 /// `matrix.contextConfigs`: the controller plans every task in each configuration, gives each
 /// trial's pod the prompt of its configuration and its configuration in the job file, and scores
-/// each review in it: the summary's `by_context` has one row per configuration.
+/// each review in it: the summary's `report.by_config` has one row per configuration.
 #[tokio::test]
 async fn the_context_axis_runs_each_configuration_as_its_own_trial_and_scores_it_so() {
     use lightsout_core::api::{ContextConfig, DatasetFormat, PromptPreset, PromptRef};

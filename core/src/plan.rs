@@ -12,7 +12,7 @@
 //! configuration is a fourth field of its identity hash. The agent is the same under every
 //! configuration — only what it is shown of the task changes — so a variant's summary holds
 //! all its configurations and gives the benchmark's per-configuration table
-//! (`swe_prbench.by_context`), as the benchmark's harness reports one model over A, B and C;
+//! (`swe_prbench.report.by_config`), as the benchmark's harness reports one model over A, B and C;
 //! a variant per configuration would split that table over as many variants and multiply
 //! everything keyed by variant (names, harness installs, comparisons). Without the axis the hash
 //! has its three fields, exactly as before the axis existed, so stored results keep their ids;

@@ -326,7 +326,7 @@ spec:
     assert_eq!(sloppy_calls.len(), 4, "two calls per PR when the first answer does not parse");
     assert!(sloppy_calls.iter().all(|r| r.model.as_deref() == Some("gpt-5-mini-sloppy") && r.status == 200));
     let (tidy_swe, sloppy_swe) = (tidy.swe_prbench.as_ref().unwrap(), sloppy.swe_prbench.as_ref().unwrap());
-    // The scripted `sloppy` model answers JSON only once told off by the stricter instruction:
+    // The scripted `sloppy` model answers JSON only once told off by the harness's retry suffix:
     // no parse failure means the second call carried it and its answer was scored.
     assert_eq!(sloppy_swe.report.agent_parse_failures, 0, "the retry's JSON answer was scored");
     assert_eq!(sloppy_swe.records, 2);

@@ -408,7 +408,7 @@ pub struct MatrixSpec {
     pub harnesses: Option<Vec<HarnessRef>>,
     /// SWE-PRBench context configurations, each given to the agent in its own trials of every
     /// (variant, task): one run gives the benchmark's per-configuration table (each variant's
-    /// `swe_prbench.by_context`). Only with `dataset.format: swe-prbench`; instead of
+    /// `swe_prbench.report.by_config`). Only with `dataset.format: swe-prbench`; instead of
     /// `agent.contextConfig`. The configuration is part of a trial's identity, not of its variant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(
