@@ -552,6 +552,8 @@ pub fn build_trial(input: &TrialInput, settings: &TrialSettings) -> Result<Trial
         ]),
         init_containers: Some(init_containers),
         containers: vec![trial],
+        // The scheduler's priority, and Kueue's for the trial's workload.
+        priority_class_name: spec.priority_class_name.clone(),
         ..PodSpec::default()
     };
 
@@ -813,16 +815,19 @@ spec:
     }
 
     #[test]
-    fn kueue_gets_the_queue_label_and_suspend_is_never_set() {
+    fn kueue_gets_the_queue_label_and_the_run_s_priority_and_suspend_is_never_set() {
         let mut run = test_run();
         let t = task("crb-1", Some("acme/widgets:1"));
         let (_, without) = build(&run, "gpt-5.1", HarnessName::SingleShot, &t);
         assert!(without["metadata"]["labels"].get("kueue.x-k8s.io/queue-name").is_none());
         assert!(without["spec"].get("suspend").is_none());
         run.spec.queue_name = Some("team-evals".into());
+        run.spec.priority_class_name = Some("nightly-low".into());
         let (_, with) = build(&run, "gpt-5.1", HarnessName::SingleShot, &t);
         assert_eq!(with["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], "team-evals");
         assert!(with["spec"].get("suspend").is_none());
+        assert!(without["spec"]["template"]["spec"].get("priorityClassName").is_none());
+        assert_eq!(with["spec"]["template"]["spec"]["priorityClassName"], "nightly-low");
     }
 
     #[test]

@@ -18,7 +18,9 @@
 //! - `lightsout_run_budget_usd{namespace,run}` — the run's budget, present only while it has one.
 //! - `lightsout_run_spend_usd{namespace,run}` — the run's spend as recorded in its status.
 //! - `lightsout_active_trials{namespace,run}` / `lightsout_pending_trials{namespace,run}` — trials
-//!   running / waiting to be scheduled.
+//!   with a Job (queued ones included) / waiting to be scheduled.
+//! - `lightsout_trials_queued{namespace,run}` — trials whose Job waits for its queue (Kueue) to
+//!   admit it (suspended): waiting, never counted as failing to start.
 //! - `lightsout_judge_calls_total{namespace,run,model}` / `lightsout_judge_failures_total{namespace,run,model}`
 //!   — judge votes requested / votes that failed.
 //! - `lightsout_provider_rate_limited_total{provider}` / `lightsout_provider_retries_total{provider}`
@@ -110,6 +112,7 @@ enum RunFamily {
     Spend,
     Active,
     Pending,
+    Queued,
     JudgeCalls,
     JudgeFailures,
     Complete,
@@ -120,6 +123,14 @@ enum RunFamily {
 
 /// A run's series: each family with the label values (in the family's label order) of one series.
 type RunSeries = BTreeSet<(RunFamily, Vec<String>)>;
+
+/// A run's trial gauges: with a Job (queued included), not started, and queued.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrialGauges {
+    pub active: u64,
+    pub pending: u64,
+    pub queued: u64,
+}
 
 /// The controller's metrics. Cheap to share behind an `Arc`; every method takes `&self`.
 pub struct Metrics {
@@ -134,6 +145,7 @@ pub struct Metrics {
     spend: GaugeVec,
     active: IntGaugeVec,
     pending: IntGaugeVec,
+    queued: IntGaugeVec,
     judge_calls: IntCounterVec,
     judge_failures: IntCounterVec,
     complete: IntGaugeVec,
@@ -247,6 +259,12 @@ impl Metrics {
             "Trials waiting to be scheduled.",
             &["namespace", "run"],
         );
+        let queued = int_gauge_vec(
+            &registry,
+            "lightsout_trials_queued",
+            "Trials whose Job waits for its queue to admit it.",
+            &["namespace", "run"],
+        );
         let judge_calls = counter_vec(
             &registry,
             "lightsout_judge_calls_total",
@@ -338,6 +356,7 @@ impl Metrics {
             spend,
             active,
             pending,
+            queued,
             judge_calls,
             judge_failures,
             complete,
@@ -478,7 +497,8 @@ impl Metrics {
     }
 
     /// The run's gauges: the budget (removed when the run has none), spend, active and pending trials.
-    pub fn run_gauges(&self, run: &RunKey, budget_usd: Option<f64>, spend_usd: f64, active: u64, pending: u64) {
+    pub fn run_gauges(&self, run: &RunKey, budget_usd: Option<f64>, spend_usd: f64, trials: TrialGauges) {
+        let TrialGauges { active, pending, queued } = trials;
         let labels = [run.namespace.as_str(), run.run.as_str()];
         match budget_usd {
             Some(budget) => {
@@ -497,6 +517,8 @@ impl Metrics {
         self.track(run, RunFamily::Active, &labels);
         self.pending.with_label_values(&labels).set(i64::try_from(pending).unwrap_or(i64::MAX));
         self.track(run, RunFamily::Pending, &labels);
+        self.queued.with_label_values(&labels).set(i64::try_from(queued).unwrap_or(i64::MAX));
+        self.track(run, RunFamily::Queued, &labels);
     }
 
     /// Whether the run is complete, and when it last made progress.
@@ -552,6 +574,7 @@ impl Metrics {
                 RunFamily::Spend => self.spend.remove_label_values(&values),
                 RunFamily::Active => self.active.remove_label_values(&values),
                 RunFamily::Pending => self.pending.remove_label_values(&values),
+                RunFamily::Queued => self.queued.remove_label_values(&values),
                 RunFamily::JudgeCalls => self.judge_calls.remove_label_values(&values),
                 RunFamily::JudgeFailures => self.judge_failures.remove_label_values(&values),
                 RunFamily::Complete => self.complete.remove_label_values(&values),
@@ -610,7 +633,7 @@ mod tests {
             3,
         );
         m.judge_calls(&r, "judge-m", 4, 1);
-        m.run_gauges(&r, Some(10.0), 2.5, 3, 7);
+        m.run_gauges(&r, Some(10.0), 2.5, TrialGauges { active: 3, pending: 7, queued: 2 });
         m.run_progress(&r, false, chrono::DateTime::from_timestamp(1_700_000_000, 500_000_000).unwrap());
         m.variant_scores(&r, "v", &[("1".to_string(), 0.5), ("5".to_string(), 0.75)].into(), Some(0.42));
         m.provider_totals("openai", 2, 5);
@@ -645,6 +668,7 @@ mod tests {
             (r#"lightsout_run_spend_usd{namespace="ns",run="r"}"#, 2.5),
             (r#"lightsout_active_trials{namespace="ns",run="r"}"#, 3.0),
             (r#"lightsout_pending_trials{namespace="ns",run="r"}"#, 7.0),
+            (r#"lightsout_trials_queued{namespace="ns",run="r"}"#, 2.0),
             (r#"lightsout_run_complete{namespace="ns",run="r"}"#, 0.0),
             (r#"lightsout_run_last_progress_timestamp_seconds{namespace="ns",run="r"}"#, 1_700_000_000.5),
             (r#"lightsout_variant_recall{k="1",namespace="ns",run="r",variant="v"}"#, 0.5),
@@ -681,7 +705,7 @@ mod tests {
             m.usage(r, "v", "gpt", Role::Judge, &Usage::default(), None, 2);
             m.usage(r, "v", "gpt", Role::Agent, &Usage::default(), Some(1.0), 1);
             m.judge_calls(r, "gpt", 1, 0);
-            m.run_gauges(r, Some(5.0), 1.0, 1, 1);
+            m.run_gauges(r, Some(5.0), 1.0, TrialGauges { active: 1, pending: 1, queued: 1 });
             m.run_progress(r, true, chrono::Utc::now());
             m.variant_scores(r, "v", &[("1".to_string(), 0.5)].into(), Some(0.3));
         }
@@ -701,6 +725,7 @@ mod tests {
             "lightsout_run_spend_usd",
             "lightsout_active_trials",
             "lightsout_pending_trials",
+            "lightsout_trials_queued",
             "lightsout_run_complete",
             "lightsout_run_last_progress_timestamp_seconds",
             "lightsout_variant_recall",
@@ -725,9 +750,9 @@ mod tests {
     fn budget_gauge_removed_when_run_has_no_budget() {
         let m = Metrics::new();
         let r = key("r");
-        m.run_gauges(&r, Some(5.0), 1.0, 0, 0);
+        m.run_gauges(&r, Some(5.0), 1.0, TrialGauges::default());
         assert_eq!(value(&m.encode(), r#"lightsout_run_budget_usd{namespace="ns",run="r"}"#), Some(5.0));
-        m.run_gauges(&r, None, 1.5, 0, 0);
+        m.run_gauges(&r, None, 1.5, TrialGauges::default());
         let text = m.encode();
         assert!(!text.contains("lightsout_run_budget_usd{"), "{text}");
         assert_eq!(value(&text, r#"lightsout_run_spend_usd{namespace="ns",run="r"}"#), Some(1.5));

@@ -24,6 +24,7 @@
 //! | --- | --- |
 //! | active Job, its pod's containers (init or `trial`) waiting with `ErrImagePull` or `ImagePullBackOff`, the pod created more than [`ObserveSettings::image_pull_grace`] ago | `InfraFailed{ImagePull}`, Job listed in [`Observed::to_delete`] |
 //! | active Job, its pod `Pending` and not scheduled (`PodScheduled` not `True`), created more than [`ObserveSettings::unscheduled_grace`] ago | `InfraFailed{NeverStarted}`, Job listed in [`Observed::to_delete`] |
+//! | active Job suspended (`spec.suspend: true`): its queue (Kueue) has not admitted it yet, or took its admission back | `Active`, counted in [`Observed::queued`]: it holds a slot, and it is waiting, never a pod that fails to start |
 //! | any other active Job (with or without a pod) | `Active` |
 //! | complete Job whose trial container's termination message parses as a [`TrialSummary`] of this trial and attempt with a scored outcome | `Finished`, summary in [`Observed::summaries`] |
 //! | complete Job whose summary says `infra-failed` | `InfraFailed{Other}` (never scored) |
@@ -143,6 +144,8 @@ pub struct Observed {
     pub ignored: Vec<String>,
     /// Sorted.
     pub errors: Vec<ObserveError>,
+    /// Active Jobs of planned trials that are suspended, waiting for their queue to admit them.
+    pub queued: usize,
     /// The earliest moment a pod that is waiting on an image or for a node now passes its grace
     /// period: the reconciler must look again then, since such a pod may change no more (a
     /// kubelet backing off an image pull reports the same status over and over).
@@ -178,6 +181,7 @@ pub fn observe(
         to_delete: Vec::new(),
         ignored: Vec::new(),
         errors: Vec::new(),
+        queued: 0,
         next_grace_expiry: None,
     };
     for job in jobs {
@@ -205,8 +209,12 @@ pub fn observe(
                 decided_by_controller,
             });
         }
+        let suspended = job.spec.as_ref().and_then(|spec| spec.suspend) == Some(true);
         let state = match state {
-            Classified::Active => AttemptState::Active,
+            Classified::Active => {
+                observed.queued += usize::from(suspended);
+                AttemptState::Active
+            }
             Classified::Finished(_) | Classified::AgentFilledScratch(_) => AttemptState::Finished,
             Classified::Failed(at, reason) => AttemptState::InfraFailed { at, reason },
             Classified::Stuck(at, reason) => {
@@ -595,6 +603,21 @@ mod tests {
         assert_eq!(got.summary, serde_json::from_str::<TrialSummary>(&message).unwrap());
         assert_eq!(got.summary.findings, 2);
         assert!(observed.errors.is_empty() && observed.to_delete.is_empty());
+    }
+
+    #[test]
+    fn a_job_its_queue_keeps_suspended_is_queued_however_long_it_waits() {
+        let mut suspended = job("j", 0, "1", json!([]));
+        suspended.spec = Some(serde_json::from_value(json!({"suspend": true, "template": {}})).unwrap());
+        // Hours after creation, with no pod at all: waiting, never a pod that failed to start.
+        let (state, observed) = one(suspended.clone(), None, 36_000);
+        assert_eq!(state, TrialState::Active { attempt: 1 });
+        assert_eq!(observed.queued, 1);
+        assert!(observed.to_delete.is_empty() && observed.errors.is_empty());
+        // Admitted (unsuspended): running, no longer queued.
+        suspended.spec.as_mut().unwrap().suspend = Some(false);
+        let (state, observed) = one(suspended, Some(pod("j", 0, running_pod())), 36_000);
+        assert_eq!((state, observed.queued), (TrialState::Active { attempt: 1 }, 0));
     }
 
     #[test]

@@ -49,7 +49,7 @@ use crate::context::Context;
 use crate::error::{gone_is_ok, Error};
 use crate::job::{self, TrialInput};
 use crate::judging::{awaiting_judges, judge_reviews};
-use crate::metrics::{Role, RunKey};
+use crate::metrics::{Role, RunKey, TrialGauges};
 use crate::network::{self, ServiceBackend};
 use crate::observation::{AttemptState, InfraReason};
 use crate::observe::{self, observe};
@@ -225,6 +225,7 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
             suspended: spec.suspend,
             budget_usd: spec.budget.max_usd,
             running: decision.counts.running() as i64,
+            queued: observed.queued as i64,
             budget_gate_closed: decision.budget_exceeded,
             awaiting_judges: awaiting_judges as i64,
             summary: state.summary.as_ref(),
@@ -238,8 +239,11 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
         &key,
         spec.budget.max_usd,
         new_status.spend.total_usd,
-        decision.counts.running() as u64,
-        decision.counts.pending() as u64,
+        TrialGauges {
+            active: decision.counts.running() as u64,
+            pending: decision.counts.pending() as u64,
+            queued: observed.queued as u64,
+        },
     );
     let complete = status::condition(&new_status, condition::COMPLETE).is_some_and(|c| c.status == "True");
     ctx.metrics.run_progress(&key, complete, state.last_progress.unwrap_or(now));
@@ -311,6 +315,7 @@ async fn reject(run: &EvaluationRun, ctx: &Context, state: &RunState, refusal: R
             suspended: run.spec.suspend,
             budget_usd: run.spec.budget.max_usd,
             running: 0,
+            queued: 0,
             budget_gate_closed: false,
             awaiting_judges: 0,
             summary: state.summary.as_ref(),

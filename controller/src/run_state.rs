@@ -17,7 +17,7 @@
 //! `runs/<run>/controller.json` on first use. A later generation whose hash differs is refused
 //! (`Accepted=False`): its trials would be other trials, and mixing their results into one
 //! summary would publish a number nobody ran. `parallelism`, `retries`, `budget`, `suspend`,
-//! `queueName` and `placement` may change at any time. Re-creating a run of the same name with
+//! `queueName`, `priorityClassName` and `placement` may change at any time. Re-creating a run of the same name with
 //! the same trials resumes it from the stored results. Beside the claim, `runs/<run>/run.json`
 //! records the current spec as `lightsout run` does ([`record_run`]), for `lightsout compare` and
 //! `lightsout report`.

@@ -27,6 +27,8 @@ pub struct Observed<'a> {
     pub budget_usd: Option<f64>,
     /// Trials with an active Job.
     pub running: i64,
+    /// Of those, Jobs suspended until their queue admits them.
+    pub queued: i64,
     /// The scheduler's budget gate is closed (`spent + in-flight estimate ≥ maxUSD`) while
     /// trials wait to start.
     pub budget_gate_closed: bool,
@@ -138,12 +140,15 @@ fn trial_counts(observed: &Observed) -> TrialCounts {
     // running: trials with an active Job, clamped to the unfinished trials (a Job whose result
     // is already in the summary is finishing, not running).
     let running = observed.running.clamp(0, unfinished);
+    let queued = observed.queued.clamp(0, running);
     TrialCounts {
         // total: every planned trial.
         total: i64::from(counts.planned),
         // pending: unfinished trials that are not running.
         pending: unfinished - running,
-        running,
+        // running: admitted; queued: created, waiting for their queue (Kueue) to admit them.
+        running: running - queued,
+        queued,
         // succeeded: the agent produced a review.
         succeeded: i64::from(counts.ok),
         // failed: the agent's own failures, which are results (scored as no finding).
@@ -493,6 +498,7 @@ mod tests {
             suspended: false,
             budget_usd: None,
             running,
+            queued: 0,
             budget_gate_closed: false,
             awaiting_judges: 0,
             summary,
@@ -542,8 +548,11 @@ mod tests {
         let status = compute_status(None, &observed(Some(&s), 5, 0));
         assert_eq!(
             status.trials,
-            TrialCounts { total: 40, pending: 7, running: 5, succeeded: 20, failed: 6, infra_failed: 2 }
+            TrialCounts { total: 40, pending: 7, running: 5, queued: 0, succeeded: 20, failed: 6, infra_failed: 2 }
         );
+        // Jobs waiting for their queue are counted apart from the running ones.
+        let status = compute_status(None, &Observed { queued: 2, ..observed(Some(&s), 5, 0) });
+        assert_eq!((status.trials.running, status.trials.queued, status.trials.pending), (3, 2, 7));
         assert_eq!(status.spend, Spend { agent_usd: 3.0, judge_usd: 1.5, total_usd: 4.5, unpriced_calls: 2 });
 
         // Running is clamped to the unfinished trials, and never negative.

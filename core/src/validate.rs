@@ -163,6 +163,7 @@ pub fn check_rules(run: &EvaluationRun) -> Vec<FieldError> {
     if let Err(message) = crate::names::dns1123_subdomain(run.metadata.name.as_deref().unwrap_or_default()) {
         errors.push(FieldError { field: "metadata.name".into(), message });
     }
+
     if let Err(why) = crate::duration::parse_timeout(&run.spec.agent.timeout) {
         if errors.iter().all(|e| e.field != "spec.agent.timeout") {
             errors.push(FieldError {
@@ -493,6 +494,17 @@ spec:
             assert_eq!(errors[0].field, "metadata.name", "{bad}");
         }
         parse_run(&VALID.replace("{name: demo}", "{name: nightly-2026.12.02}"), "run.yaml").unwrap();
+    }
+
+    #[test]
+    fn a_priority_class_must_be_a_name_kubernetes_accepts() {
+        for (bad, why) in [("\"\"", "must name a PriorityClass"), ("Nightly_Low", "must name a PriorityClass")] {
+            let errors = errors_of(&VALID.replace("  storage:", &format!("  priorityClassName: {bad}\n  storage:")));
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert_eq!(errors[0].field, "spec.priorityClassName", "{bad}");
+            assert!(errors[0].message.contains(why), "{bad}: {errors:?}");
+        }
+        parse_run(&VALID.replace("  storage:", "  priorityClassName: nightly-low\n  storage:"), "run.yaml").unwrap();
     }
 
     #[test]

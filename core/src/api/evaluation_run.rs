@@ -107,6 +107,12 @@ pub struct EvaluationRunSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = LABEL_MAX))]
     pub queue_name: Option<String>,
+    /// The PriorityClass of every trial pod: the scheduler's priority and, under Kueue, the
+    /// priority of each trial's workload (who is admitted first, who may preempt whom).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = NAME_MAX))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')").message("priorityClassName must name a PriorityClass: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"))]
+    pub priority_class_name: Option<String>,
     /// Where trial pods may be scheduled.
     #[serde(default)]
     pub placement: PlacementSpec,
@@ -755,8 +761,13 @@ pub struct EvaluationRunStatus {
 #[serde(rename_all = "camelCase")]
 pub struct TrialCounts {
     pub total: i64,
+    /// Not started yet.
     pub pending: i64,
+    /// With a Job that runs (admitted by its queue, when there is one).
     pub running: i64,
+    /// With a Job that waits for its queue (Kueue) to admit it.
+    #[serde(default)]
+    pub queued: i64,
     pub succeeded: i64,
     /// Trials whose agent failed (timeout, crash, budget): a result, not retried.
     pub failed: i64,
