@@ -34,6 +34,7 @@ ALLOWED_METRICS=(
   lightsout_run_spend_usd
   lightsout_active_trials
   lightsout_pending_trials
+  lightsout_trials_queued
   lightsout_judge_calls_total
   lightsout_judge_failures_total
   lightsout_provider_rate_limited_total
