@@ -1,12 +1,13 @@
 //! Kueue on the test control plane: its webhook suspends queued Jobs on creation, it admits no
 //! more than a ClusterQueue's quota at once and every Job still completes; a Job's
-//! `activeDeadlineSeconds` does not run while Kueue keeps it queued.
+//! `activeDeadlineSeconds` does not run while Kueue keeps it queued, and starts again when Kueue
+//! evicts it and admits it anew.
 
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::Client;
 use lightsout_testkit::kueue::{self, kueue_resource, Kueue};
 use lightsout_testkit::{ControlPlane, Image};
@@ -126,7 +127,8 @@ async fn kueue_admits_jobs_within_the_quota_and_all_complete() {
     queues(&client, "kueue-quota", "2").await;
     let jobs = Api::<Job>::namespaced(client.clone(), "kueue-quota");
     for index in 0..4 {
-        let created = jobs.create(&PostParams::default(), &queued_job(&format!("trial-{index}"), "sleep 2", None)).await.unwrap();
+        let created =
+            jobs.create(&PostParams::default(), &queued_job(&format!("trial-{index}"), "sleep 2", None)).await.unwrap();
         assert!(suspended(&created), "Kueue's webhook did not suspend trial-{index} on creation: {:?}", created.spec);
     }
 
@@ -184,4 +186,55 @@ async fn a_queued_jobs_active_deadline_starts_when_kueue_admits_it() {
         condition(&queued, "Complete").is_some(),
         "a Job queued longer than its activeDeadlineSeconds failed: {status:?}"
     );
+}
+
+/// Sets `spec.active` of the Workload Kueue made for `job` (deactivating one evicts it).
+async fn set_workload_active(client: &Client, namespace: &str, job: &str, active: bool) {
+    let workloads: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &kueue_resource("Workload", "workloads"));
+    let all = workloads.list(&Default::default()).await.unwrap().items;
+    let workload = all
+        .iter()
+        .find(|w| w.metadata.owner_references.iter().flatten().any(|o| o.kind == "Job" && o.name == job))
+        .unwrap_or_else(|| panic!("no Workload for Job {job} among {} in {namespace}", all.len()));
+    let name = workload.metadata.name.clone().unwrap();
+    let patch = json!({"spec": {"active": active}});
+    workloads.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_evicted_jobs_active_deadline_starts_again_when_kueue_readmits_it() {
+    let Some((control_plane, kueue)) = kueue::shared() else { return };
+    let namespace_name = "kueue-evict";
+    let client = namespace(control_plane, namespace_name).await;
+    queues(&client, namespace_name, "1").await;
+    let jobs = Api::<Job>::namespaced(client.clone(), namespace_name);
+    // Runs 5 s of an 8 s deadline, is evicted after its first start, waits until the deadline
+    // counted from that start has passed, and is admitted again.
+    jobs.create(&PostParams::default(), &queued_job("evicted", "sleep 5", Some(8))).await.unwrap();
+    let first_start = wait_until("the Job to start", kueue, Duration::from_secs(60), async || {
+        jobs.get("evicted").await.unwrap().status?.start_time.map(|t| t.0.as_second())
+    })
+    .await;
+    set_workload_active(&client, namespace_name, "evicted", false).await;
+    wait_until("Kueue to suspend the evicted Job", kueue, Duration::from_secs(60), async || {
+        let job = jobs.get("evicted").await.unwrap();
+        (suspended(&job) && job.status.and_then(|s| s.start_time).is_none()).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    set_workload_active(&client, namespace_name, "evicted", true).await;
+
+    let job = wait_until("the readmitted Job to finish", kueue, Duration::from_secs(120), async || {
+        let job = jobs.get("evicted").await.unwrap();
+        finished(&job).then_some(job)
+    })
+    .await;
+    let status = job.status.clone().unwrap();
+    assert!(
+        condition(&job, "Complete").is_some(),
+        "a readmitted Job failed on the deadline of its first start: {status:?}"
+    );
+    let second_start = status.start_time.clone().unwrap().0.as_second();
+    assert!(second_start - first_start > 8, "startTime was not reset on readmission: {status:?}");
 }

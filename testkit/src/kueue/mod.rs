@@ -51,7 +51,8 @@ impl KueueBinaries {
     pub fn locate() -> Result<KueueBinaries, String> {
         let version = std::env::var("LIGHTSOUT_KUEUE_VERSION").unwrap_or_else(|_| DEFAULT_KUEUE_VERSION.into());
         let version = version.trim_start_matches('v').to_string();
-        let cache = std::env::var_os("LIGHTSOUT_KUEUE_DIR").map(PathBuf::from).unwrap_or_else(|| cache_root().join("kueue"));
+        let cache =
+            std::env::var_os("LIGHTSOUT_KUEUE_DIR").map(PathBuf::from).unwrap_or_else(|| cache_root().join("kueue"));
         let found = KueueBinaries { dir: cache.join(format!("v{version}")), version };
         let missing: Vec<String> = [found.manager(), found.crd_dir(), found.webhook_manifests()]
             .into_iter()
@@ -156,8 +157,12 @@ impl Kueue {
         let mut manager = Command::new(binaries.manager());
         manager.arg(format!("--config={}", config_path.display())).env("KUBECONFIG", &control_plane.admin_kubeconfig);
         let process = Process::start("kueue", manager, &dir.join("kueue.log"))?;
-        let kueue =
-            Kueue { binaries, dir, webhook_url: format!("https://127.0.0.1:{webhook_port}"), process: Mutex::new(process) };
+        let kueue = Kueue {
+            binaries,
+            dir,
+            webhook_url: format!("https://127.0.0.1:{webhook_port}"),
+            process: Mutex::new(process),
+        };
         kueue.wait_for("Kueue's readiness probe", Duration::from_secs(60), || {
             http_get_ok(&format!("127.0.0.1:{health_port}"), "/readyz")
         })?;
@@ -308,7 +313,9 @@ fn install_metrics_certificate(control_plane: &ControlPlane) -> anyhow::Result<(
     std::fs::create_dir_all(target).with_context(|| format!("creating {}", target.display()))?;
     let unique = format!("{}-{}", std::process::id(), control_plane::unique());
     let files = control_plane.authority.serving(target, &format!(".tls-{unique}"), &["127.0.0.1"])?;
-    std::fs::rename(&files.key, target.join("tls.key")).with_context(|| format!("installing {}", files.key.display()))?;
-    std::fs::rename(&files.cert, target.join("tls.crt")).with_context(|| format!("installing {}", files.cert.display()))?;
+    std::fs::rename(&files.key, target.join("tls.key"))
+        .with_context(|| format!("installing {}", files.key.display()))?;
+    std::fs::rename(&files.cert, target.join("tls.crt"))
+        .with_context(|| format!("installing {}", files.cert.display()))?;
     Ok(())
 }
