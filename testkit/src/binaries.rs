@@ -57,15 +57,21 @@ pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("LIGHTSOUT_CONTROL_PLANE_DIR") {
         return PathBuf::from(dir);
     }
+    cache_root().join("control-plane")
+}
+
+/// Where the install scripts cache what they build: `/var/cache/lightsout` as root, else
+/// `~/.cache/lightsout`.
+pub fn cache_root() -> PathBuf {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
-        return PathBuf::from("/var/cache/lightsout/control-plane");
+        return PathBuf::from("/var/cache/lightsout");
     }
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
         .unwrap_or_else(|| PathBuf::from("/tmp"));
-    cache.join("lightsout/control-plane")
+    cache.join("lightsout")
 }
 
 fn is_executable(path: &Path) -> bool {

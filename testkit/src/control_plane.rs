@@ -362,7 +362,7 @@ fn wait_for(
 }
 
 /// A plain HTTP GET answering 200 (etcd's health).
-fn http_get_ok(address: &str, path: &str) -> bool {
+pub(crate) fn http_get_ok(address: &str, path: &str) -> bool {
     use std::io::{Read, Write};
     let Ok(mut stream) = std::net::TcpStream::connect(address) else { return false };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));

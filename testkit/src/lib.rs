@@ -8,6 +8,8 @@
 //!   ([`shared`]), tests apart by namespace.
 //! - [`kubelet`]: fake nodes and a stand-in kubelet that runs every pod's containers as local
 //!   processes in namespaces of their own, from the images of [`images`].
+//! - [`kueue`]: Kueue's manager on that control plane, its webhooks on loopback, built by
+//!   `scripts/install-kueue.sh VERSION`.
 //! - [`process`]: child processes that never outlive the test process.
 
 pub mod binaries;
@@ -15,6 +17,7 @@ pub mod control_plane;
 pub mod images;
 pub mod kubeconfig;
 pub mod kubelet;
+pub mod kueue;
 pub mod pki;
 pub mod process;
 
