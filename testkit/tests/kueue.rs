@@ -42,48 +42,6 @@ async fn wait_until<T>(what: &str, kueue: &Kueue, timeout: Duration, mut check: 
     }
 }
 
-/// A ResourceFlavor, a ClusterQueue with `cpu` CPUs of it for every namespace, and a LocalQueue
-/// `queue` in `namespace`, all named after `namespace`.
-async fn queues(client: &Client, namespace: &str, cpu: &str) {
-    let create = async |kind: &str, plural: &str, namespaced: bool, object: serde_json::Value| {
-        let resource = kueue_resource(kind, plural);
-        let api: Api<DynamicObject> = if namespaced {
-            Api::namespaced_with(client.clone(), namespace, &resource)
-        } else {
-            Api::all_with(client.clone(), &resource)
-        };
-        let mut object = object;
-        object["apiVersion"] = json!("kueue.x-k8s.io/v1beta1");
-        object["kind"] = json!(kind);
-        let object: DynamicObject = serde_json::from_value(object).unwrap();
-        api.create(&PostParams::default(), &object).await.unwrap_or_else(|e| panic!("creating {kind}: {e}"));
-    };
-    create("ResourceFlavor", "resourceflavors", false, json!({"metadata": {"name": namespace}})).await;
-    create(
-        "ClusterQueue",
-        "clusterqueues",
-        false,
-        json!({
-            "metadata": {"name": namespace},
-            "spec": {
-                "namespaceSelector": {},
-                "resourceGroups": [{
-                    "coveredResources": ["cpu"],
-                    "flavors": [{"name": namespace, "resources": [{"name": "cpu", "nominalQuota": cpu}]}],
-                }],
-            },
-        }),
-    )
-    .await;
-    create(
-        "LocalQueue",
-        "localqueues",
-        true,
-        json!({"metadata": {"name": "queue"}, "spec": {"clusterQueue": namespace}}),
-    )
-    .await;
-}
-
 /// A Job queued on `queue` whose one pod asks for 1 CPU and runs `script`.
 fn queued_job(name: &str, script: &str, active_deadline_seconds: Option<i64>) -> Job {
     serde_json::from_value(json!({
@@ -124,7 +82,7 @@ fn suspended(job: &Job) -> bool {
 async fn kueue_admits_jobs_within_the_quota_and_all_complete() {
     let Some((control_plane, kueue)) = kueue::shared() else { return };
     let client = namespace(control_plane, "kueue-quota").await;
-    queues(&client, "kueue-quota", "2").await;
+    kueue::create_queues(&client, "kueue-quota", "2").await;
     let jobs = Api::<Job>::namespaced(client.clone(), "kueue-quota");
     for index in 0..4 {
         let created =
@@ -151,7 +109,7 @@ async fn kueue_admits_jobs_within_the_quota_and_all_complete() {
 async fn a_queued_jobs_active_deadline_starts_when_kueue_admits_it() {
     let Some((control_plane, kueue)) = kueue::shared() else { return };
     let client = namespace(control_plane, "kueue-deadline").await;
-    queues(&client, "kueue-deadline", "1").await;
+    kueue::create_queues(&client, "kueue-deadline", "1").await;
     let jobs = Api::<Job>::namespaced(client.clone(), "kueue-deadline");
     // The blocker holds the only CPU for longer than the queued Job's deadline.
     jobs.create(&PostParams::default(), &queued_job("blocker", "sleep 12", None)).await.unwrap();
@@ -207,7 +165,7 @@ async fn an_evicted_jobs_active_deadline_starts_again_when_kueue_readmits_it() {
     let Some((control_plane, kueue)) = kueue::shared() else { return };
     let namespace_name = "kueue-evict";
     let client = namespace(control_plane, namespace_name).await;
-    queues(&client, namespace_name, "1").await;
+    kueue::create_queues(&client, namespace_name, "1").await;
     let jobs = Api::<Job>::namespaced(client.clone(), namespace_name);
     // Runs 5 s of an 8 s deadline, is evicted after its first start, waits until the deadline
     // counted from that start has passed, and is admitted again.

@@ -319,3 +319,45 @@ fn install_metrics_certificate(control_plane: &ControlPlane) -> anyhow::Result<(
         .with_context(|| format!("installing {}", files.cert.display()))?;
     Ok(())
 }
+
+/// A ResourceFlavor, a ClusterQueue with `cpu` CPUs of it for every namespace, and a LocalQueue
+/// `queue` in `namespace`, all named after `namespace` (the LocalQueue `queue`).
+pub async fn create_queues(client: &kube::Client, namespace: &str, cpu: &str) {
+    let create = async |kind: &str, plural: &str, namespaced: bool, object: serde_json::Value| {
+        let resource = kueue_resource(kind, plural);
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(client.clone(), namespace, &resource)
+        } else {
+            Api::all_with(client.clone(), &resource)
+        };
+        let mut object = object;
+        object["apiVersion"] = json!("kueue.x-k8s.io/v1beta1");
+        object["kind"] = json!(kind);
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        api.create(&PostParams::default(), &object).await.unwrap_or_else(|e| panic!("creating {kind}: {e}"));
+    };
+    create("ResourceFlavor", "resourceflavors", false, json!({"metadata": {"name": namespace}})).await;
+    create(
+        "ClusterQueue",
+        "clusterqueues",
+        false,
+        json!({
+            "metadata": {"name": namespace},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [{
+                    "coveredResources": ["cpu"],
+                    "flavors": [{"name": namespace, "resources": [{"name": "cpu", "nominalQuota": cpu}]}],
+                }],
+            },
+        }),
+    )
+    .await;
+    create(
+        "LocalQueue",
+        "localqueues",
+        true,
+        json!({"metadata": {"name": "queue"}, "spec": {"clusterQueue": namespace}}),
+    )
+    .await;
+}

@@ -1,0 +1,81 @@
+//! Lightsout under a real Kueue (issue 18): trial Jobs submitted to a LocalQueue whose
+//! ClusterQueue admits fewer trials than the run's `parallelism`. Kueue's webhook suspends each
+//! Job on creation; the controller counts them `queued` (never a pod that fails to start), never
+//! more than the quota run at once, and the run completes with every trial in one attempt.
+
+mod cluster;
+
+use std::time::{Duration, Instant};
+
+use cluster::*;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::Api;
+use lightsout_testkit::kueue;
+use serde_json::json;
+
+fn suspended(job: &Job) -> bool {
+    job.spec.as_ref().and_then(|spec| spec.suspend) == Some(true)
+}
+
+fn finished(job: &Job) -> bool {
+    job_outcome(job).is_some()
+}
+
+#[tokio::test]
+async fn a_sweep_larger_than_its_quota_completes_with_at_most_the_quota_admitted() {
+    let Some(control_plane) = control_plane() else { return };
+    let Some((_, kueue)) = kueue::shared() else { return };
+    let ns = TestNamespace::create(control_plane, "kueue").await;
+    // 2 CPUs of quota; each trial pod asks for 1.
+    kueue::create_queues(&ns.client, &ns.name, "2").await;
+    let moto = start_moto();
+    let models = ModelServer::start(control_plane);
+    let config = ControllerConfig::new(control_plane, &ns.name).await;
+    let controller = Controller::start(control_plane, &config, "only");
+    let spec = run_spec("sweep", &models.base_url(), &moto, |run| {
+        let spec = &mut run["spec"];
+        spec["dataset"]["filter"] = json!({"ids": sample_task_ids(3)});
+        spec["matrix"]["models"] = json!([{"name": "gpt-5-mini", "provider": "openai"}]);
+        spec["agent"]["resources"] = json!({"requests": {"cpu": "1"}});
+        spec["queueName"] = json!("queue");
+        spec["parallelism"] = json!(4);
+    });
+    let applied = kubectl_apply(control_plane, &ns.name, &spec);
+    assert!(applied.status.success(), "kubectl apply: {}", stderr(&applied));
+
+    // 3 tasks × 2 efforts = 6 trials, 4 Jobs at a time, 2 admitted at a time.
+    let jobs = Api::<Job>::namespaced(ns.client.clone(), &ns.name);
+    let (mut most_admitted, mut most_queued_in_status) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let all = jobs.list(&Default::default()).await.unwrap().items;
+        let admitted = all.iter().filter(|job| !suspended(job) && !finished(job)).count();
+        assert!(admitted <= 2, "{admitted} trial Jobs admitted at once on a quota of 2 CPUs");
+        most_admitted = most_admitted.max(admitted);
+        let run = ns.run("sweep").await;
+        let status = run.status.clone().unwrap_or_default();
+        most_queued_in_status = most_queued_in_status.max(status.trials.queued);
+        if condition(&run, "Complete").is_some_and(|(status, _, _)| status == "True") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sweep did not complete: {:?}\ncontroller:\n{}\nKueue:\n{}\n{}",
+            status.trials,
+            controller.process.log_tail(40),
+            kueue.log_tail(20),
+            diagnose(control_plane, &ns.name)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(most_admitted, 2, "the quota was used");
+    assert!(most_queued_in_status > 0, "Jobs waiting for Kueue were counted as queued in the status");
+
+    let run = ns.run("sweep").await;
+    let trials = run.status.unwrap().trials;
+    assert_eq!((trials.total, trials.succeeded, trials.infra_failed, trials.queued), (6, 6, 0, 0), "{trials:?}");
+    // One attempt per trial: waiting in the queue is never a failure that is retried.
+    let names: Vec<String> = jobs_of(&ns, "sweep").await.iter().filter_map(|j| j.metadata.name.clone()).collect();
+    assert!(names.iter().all(|n| n.ends_with("-a1")), "{names:?}");
+    drop(controller);
+}
