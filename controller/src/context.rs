@@ -203,6 +203,29 @@ impl Context {
         }
     }
 
+    /// Whether the Kueue LocalQueue `name` exists in `namespace` (`spec.queueName`).
+    pub async fn local_queue(&self, namespace: &str, name: &str) -> Result<LocalQueueLookup, Error> {
+        let resource = kube::discovery::ApiResource {
+            group: KUEUE_GROUP.into(),
+            version: KUEUE_VERSION.into(),
+            api_version: format!("{KUEUE_GROUP}/{KUEUE_VERSION}"),
+            kind: "LocalQueue".into(),
+            plural: "localqueues".into(),
+        };
+        let api = Api::<kube::api::DynamicObject>::namespaced_with(self.client.clone(), namespace, &resource);
+        match api.get(name).await {
+            Ok(_) => Ok(LocalQueueLookup::Found),
+            Err(kube::Error::Api(response)) if response.code == 404 => {
+                // A 404 is the same for a missing LocalQueue and a missing resource type.
+                match self.client.list_api_group_resources(&resource.api_version).await {
+                    Ok(list) if list.resources.iter().any(|r| r.name == "localqueues") => Ok(LocalQueueLookup::Missing),
+                    _ => Ok(LocalQueueLookup::NoKueue),
+                }
+            }
+            Err(e) => Err(Error::Kube(e)),
+        }
+    }
+
     /// Publishes an Event about the run. Events are best effort: a failure is logged, never
     /// fails the reconcile.
     pub async fn event(&self, run: &EvaluationRun, warning: bool, reason: &str, note: String) {
@@ -217,6 +240,20 @@ impl Context {
             tracing::warn!(run = run.metadata.name.as_deref().unwrap_or(""), reason, error = %e, "could not publish an Event");
         }
     }
+}
+
+/// Kueue's API group and the version the controller reads.
+pub const KUEUE_GROUP: &str = "kueue.x-k8s.io";
+pub const KUEUE_VERSION: &str = "v1beta1";
+
+/// What [`Context::local_queue`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalQueueLookup {
+    Found,
+    /// Kueue is installed; the namespace has no LocalQueue of that name.
+    Missing,
+    /// The cluster serves no Kueue LocalQueues at all.
+    NoKueue,
 }
 
 /// Reading a Secret failed.

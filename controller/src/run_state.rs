@@ -41,7 +41,7 @@ use lightsout_core::validate::{check_rules, spec_hash};
 use lightsout_s3::{Results, S3Credentials};
 use serde::{Deserialize, Serialize};
 
-use crate::context::{Context, SecretError};
+use crate::context::{Context, LocalQueueLookup, SecretError, KUEUE_GROUP, KUEUE_VERSION};
 use crate::error::Error;
 use crate::status::{reason, Refusal};
 
@@ -155,6 +155,9 @@ pub async fn prepare(run: &EvaluationRun, ctx: &Context) -> Result<(PreparedRun,
     if !problems.is_empty() {
         let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
         return Err(invalid(list.join("; ")));
+    }
+    if let Some(queue) = &spec.queue_name {
+        check_local_queue(ctx, &namespace, queue).await?;
     }
     if !spec.storage.results.starts_with("s3://") && !ctx.settings.trial.allow_local_results {
         return Err(invalid(format!(
@@ -368,6 +371,30 @@ async fn load_dataset(
         .await
         .map_err(|e| PrepareError::Infra(Error::Store(format!("reading the dataset: {e}"))))?
         .map_err(|e| PrepareError::invalid(format!("spec.dataset.source: {e}")))
+}
+
+/// `spec.queueName` must name a LocalQueue of the run's namespace: otherwise Kueue keeps every
+/// trial Job suspended and the run would wait forever, silently. Looked at again with the spec
+/// (every minute while refused: the queue may be created).
+async fn check_local_queue(ctx: &Context, namespace: &str, queue: &str) -> Result<(), PrepareError> {
+    let refused = |reason, message| PrepareError::Refused(Refusal { reason, message, transient: false });
+    match ctx.local_queue(namespace, queue).await.map_err(PrepareError::Infra)? {
+        LocalQueueLookup::Found => Ok(()),
+        LocalQueueLookup::Missing => Err(refused(
+            reason::LOCAL_QUEUE_NOT_FOUND,
+            format!(
+                "spec.queueName: there is no Kueue LocalQueue {queue:?} in namespace {namespace}: Kueue would keep every \
+                 trial Job suspended"
+            ),
+        )),
+        LocalQueueLookup::NoKueue => Err(refused(
+            reason::KUEUE_NOT_INSTALLED,
+            format!(
+                "spec.queueName is {queue:?}, but the cluster serves no Kueue LocalQueues ({KUEUE_GROUP}/{KUEUE_VERSION}): \
+                 install Kueue or remove spec.queueName"
+            ),
+        )),
+    }
 }
 
 enum DownloadError {

@@ -67,6 +67,11 @@ pub mod reason {
     pub const INVALID_SPEC: &str = "InvalidSpec";
     /// The dataset's bucket or object does not exist.
     pub const DATASET_NOT_FOUND: &str = "DatasetNotFound";
+    /// `spec.queueName` names no LocalQueue in the run's namespace: Kueue would keep every trial
+    /// Job suspended.
+    pub const LOCAL_QUEUE_NOT_FOUND: &str = "LocalQueueNotFound";
+    /// `spec.queueName` is set and the cluster has no Kueue.
+    pub const KUEUE_NOT_INSTALLED: &str = "KueueNotInstalled";
     /// The dataset's store refuses the run's credentials.
     pub const DATASET_ACCESS_DENIED: &str = "DatasetAccessDenied";
     /// The dataset's store did not answer (5xx, timeout, connection refused): retried.

@@ -79,3 +79,29 @@ async fn a_sweep_larger_than_its_quota_completes_with_at_most_the_quota_admitted
     assert!(names.iter().all(|n| n.ends_with("-a1")), "{names:?}");
     drop(controller);
 }
+
+/// A `queueName` that names no LocalQueue would leave every trial Job suspended forever: the run
+/// is refused with the reason instead, and no Job is created.
+#[tokio::test]
+async fn a_missing_local_queue_is_a_condition_not_a_silent_wait() {
+    let Some(control_plane) = control_plane() else { return };
+    let Some(_) = kueue::shared() else { return };
+    let ns = TestNamespace::create(control_plane, "kueue-missing").await;
+    let moto = start_moto();
+    let models = ModelServer::start(control_plane);
+    let config = ControllerConfig::new(control_plane, &ns.name).await;
+    let controller = Controller::start(control_plane, &config, "only");
+    let spec = run_spec("orphan", &models.base_url(), &moto, |run| {
+        run["spec"]["queueName"] = json!("no-such-queue");
+    });
+    let applied = kubectl_apply(control_plane, &ns.name, &spec);
+    assert!(applied.status.success(), "kubectl apply: {}", stderr(&applied));
+    let run =
+        wait_condition(&ns, "orphan", "Accepted", "False", Duration::from_secs(60), || controller.process.log_tail(30))
+            .await;
+    let (_, reason, message) = condition(&run, "Accepted").unwrap();
+    assert_eq!(reason, "LocalQueueNotFound", "{message}");
+    assert!(message.contains("no-such-queue") && message.contains(&ns.name), "{message}");
+    assert!(jobs_of(&ns, "orphan").await.is_empty(), "no Job waits on a queue that does not exist");
+    drop(controller);
+}

@@ -54,6 +54,24 @@ async fn attempt_outcomes(moto: &moto::Moto, run: &str) -> Vec<(String, Value)> 
     outcomes
 }
 
+/// This control plane has no Kueue: a run that names a queue is refused saying so, not left
+/// waiting on Jobs nobody will admit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_name_without_kueue_in_the_cluster_is_refused_saying_so() {
+    let Some(control_plane) = control_plane() else { return };
+    let ns = TestNamespace::create(control_plane, "no-kueue").await;
+    let moto = start_moto();
+    let models = ModelServer::start(control_plane);
+    let controller = Controller::start(control_plane, &ControllerConfig::new(control_plane, &ns.name).await, "only");
+    let spec = run_spec("queued", &models.base_url(), &moto, |s| s["spec"]["queueName"] = json!("evals"));
+    assert!(kubectl_apply(control_plane, &ns.name, &spec).status.success());
+    let run = wait_condition(&ns, "queued", "Accepted", "False", MINUTE, || controller.process.log_tail(30)).await;
+    let (_, reason, message) = condition(&run, "Accepted").unwrap();
+    assert_eq!(reason, "KueueNotInstalled", "{message}");
+    assert!(message.contains("install Kueue or remove spec.queueName"), "{message}");
+    assert!(jobs_of(&ns, "queued").await.is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_run_starts_nothing_until_resumed() {
     let Some(control_plane) = control_plane() else { return };
