@@ -284,7 +284,11 @@ fn verdicts(observed: &Observed, trials: &TrialCounts, spend: &Spend) -> Vec<Ver
 
     // Complete: trials are planned and every one has a final result (running ⊆ unfinished, so
     // nothing is running either).
-    let is_complete = trials.total > 0 && trials.pending == 0 && trials.running == 0 && observed.awaiting_judges == 0;
+    let is_complete = trials.total > 0
+        && trials.pending == 0
+        && trials.running == 0
+        && trials.queued == 0
+        && observed.awaiting_judges == 0;
     let complete = if is_complete {
         Verdict::new(
             condition::COMPLETE,
@@ -549,7 +553,7 @@ mod tests {
             infra_failed: 2,
             unjudged: 0,
         };
-        let s = summary(trials, vec![]);
+        let s = summary(trials.clone(), vec![]);
         let status = compute_status(None, &observed(Some(&s), 5, 0));
         assert_eq!(
             status.trials,
@@ -558,6 +562,13 @@ mod tests {
         // Jobs waiting for their queue are counted apart from the running ones.
         let status = compute_status(None, &Observed { queued: 2, ..observed(Some(&s), 5, 0) });
         assert_eq!((status.trials.running, status.trials.queued, status.trials.pending), (3, 2, 7));
+        // Unfinished trials all waiting in the queue: not complete.
+        let mut waiting = trials.clone();
+        waiting.pending = 2;
+        let w = summary(waiting, vec![]);
+        let status = compute_status(None, &Observed { queued: 2, ..observed(Some(&w), 2, 0) });
+        assert_eq!((status.trials.running, status.trials.queued, status.trials.pending), (0, 2, 0));
+        assert_eq!(condition(&status, condition::COMPLETE).unwrap().status, "False");
         assert_eq!(status.spend, Spend { agent_usd: 3.0, judge_usd: 1.5, total_usd: 4.5, unpriced_calls: 2 });
 
         // Running is clamped to the unfinished trials, and never negative.
