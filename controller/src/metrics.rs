@@ -21,6 +21,9 @@
 //!   with a Job (queued ones included) / waiting to be scheduled.
 //! - `lightsout_trials_queued{namespace,run}` — trials whose Job waits for its queue (Kueue) to
 //!   admit it (suspended): waiting, never counted as failing to start.
+//! - `lightsout_trial_queue_wait_seconds{namespace,run}` — histogram of how long trial Jobs
+//!   waited for their queue to admit them (creation to admission; a readmission after a
+//!   preemption counts again), buckets from 1 s to 4 h. Admissions seen by this process only.
 //! - `lightsout_judge_calls_total{namespace,run,model}` / `lightsout_judge_failures_total{namespace,run,model}`
 //!   — judge votes requested / votes that failed.
 //! - `lightsout_provider_rate_limited_total{provider}` / `lightsout_provider_retries_total{provider}`
@@ -91,6 +94,10 @@ impl std::fmt::Display for Role {
     }
 }
 
+/// Buckets for queue waits: 1 s … 4 h.
+const QUEUE_WAIT_BUCKETS: [f64; 12] =
+    [1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0];
+
 /// Buckets for trial durations: 10 s … 4 h.
 pub const TRIAL_DURATION_BUCKETS: &[f64] =
     &[10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 5400.0, 7200.0, 14400.0];
@@ -113,6 +120,7 @@ enum RunFamily {
     Active,
     Pending,
     Queued,
+    QueueWait,
     JudgeCalls,
     JudgeFailures,
     Complete,
@@ -146,6 +154,7 @@ pub struct Metrics {
     active: IntGaugeVec,
     pending: IntGaugeVec,
     queued: IntGaugeVec,
+    queue_wait: HistogramVec,
     judge_calls: IntCounterVec,
     judge_failures: IntCounterVec,
     complete: IntGaugeVec,
@@ -265,6 +274,16 @@ impl Metrics {
             "Trials whose Job waits for its queue to admit it.",
             &["namespace", "run"],
         );
+        let queue_wait = HistogramVec::new(
+            HistogramOpts::new(
+                "lightsout_trial_queue_wait_seconds",
+                "How long trial Jobs waited for their queue to admit them.",
+            )
+            .buckets(QUEUE_WAIT_BUCKETS.to_vec()),
+            &["namespace", "run"],
+        )
+        .expect("valid histogram options");
+        registry.register(Box::new(queue_wait.clone())).expect("metric registered once");
         let judge_calls = counter_vec(
             &registry,
             "lightsout_judge_calls_total",
@@ -357,6 +376,7 @@ impl Metrics {
             active,
             pending,
             queued,
+            queue_wait,
             judge_calls,
             judge_failures,
             complete,
@@ -424,6 +444,13 @@ impl Metrics {
             self.trial_duration.with_label_values(&labels).observe(seconds);
             self.track(run, RunFamily::TrialDuration, &labels);
         }
+    }
+
+    /// One of `run`'s trial Jobs was admitted by its queue after waiting `seconds`.
+    pub fn queue_wait(&self, run: &RunKey, seconds: f64) {
+        let labels = [run.namespace.as_str(), run.run.as_str()];
+        self.queue_wait.with_label_values(&labels).observe(seconds.max(0.0));
+        self.track(run, RunFamily::QueueWait, &labels);
     }
 
     /// An attempt of one of `run`'s trials failed on infrastructure for `reason`.
@@ -575,6 +602,7 @@ impl Metrics {
                 RunFamily::Active => self.active.remove_label_values(&values),
                 RunFamily::Pending => self.pending.remove_label_values(&values),
                 RunFamily::Queued => self.queued.remove_label_values(&values),
+                RunFamily::QueueWait => self.queue_wait.remove_label_values(&values),
                 RunFamily::JudgeCalls => self.judge_calls.remove_label_values(&values),
                 RunFamily::JudgeFailures => self.judge_failures.remove_label_values(&values),
                 RunFamily::Complete => self.complete.remove_label_values(&values),
@@ -634,6 +662,7 @@ mod tests {
         );
         m.judge_calls(&r, "judge-m", 4, 1);
         m.run_gauges(&r, Some(10.0), 2.5, TrialGauges { active: 3, pending: 7, queued: 2 });
+        m.queue_wait(&r, 42.0);
         m.run_progress(&r, false, chrono::DateTime::from_timestamp(1_700_000_000, 500_000_000).unwrap());
         m.variant_scores(&r, "v", &[("1".to_string(), 0.5), ("5".to_string(), 0.75)].into(), Some(0.42));
         m.provider_totals("openai", 2, 5);
@@ -669,6 +698,9 @@ mod tests {
             (r#"lightsout_active_trials{namespace="ns",run="r"}"#, 3.0),
             (r#"lightsout_pending_trials{namespace="ns",run="r"}"#, 7.0),
             (r#"lightsout_trials_queued{namespace="ns",run="r"}"#, 2.0),
+            (r#"lightsout_trial_queue_wait_seconds_count{namespace="ns",run="r"}"#, 1.0),
+            (r#"lightsout_trial_queue_wait_seconds_bucket{namespace="ns",run="r",le="60"}"#, 1.0),
+            (r#"lightsout_trial_queue_wait_seconds_bucket{namespace="ns",run="r",le="30"}"#, 0.0),
             (r#"lightsout_run_complete{namespace="ns",run="r"}"#, 0.0),
             (r#"lightsout_run_last_progress_timestamp_seconds{namespace="ns",run="r"}"#, 1_700_000_000.5),
             (r#"lightsout_variant_recall{k="1",namespace="ns",run="r",variant="v"}"#, 0.5),
@@ -706,6 +738,7 @@ mod tests {
             m.usage(r, "v", "gpt", Role::Agent, &Usage::default(), Some(1.0), 1);
             m.judge_calls(r, "gpt", 1, 0);
             m.run_gauges(r, Some(5.0), 1.0, TrialGauges { active: 1, pending: 1, queued: 1 });
+            m.queue_wait(r, 3.0);
             m.run_progress(r, true, chrono::Utc::now());
             m.variant_scores(r, "v", &[("1".to_string(), 0.5)].into(), Some(0.3));
         }
@@ -726,6 +759,7 @@ mod tests {
             "lightsout_active_trials",
             "lightsout_pending_trials",
             "lightsout_trials_queued",
+            "lightsout_trial_queue_wait_seconds_count",
             "lightsout_run_complete",
             "lightsout_run_last_progress_timestamp_seconds",
             "lightsout_variant_recall",

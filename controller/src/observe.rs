@@ -146,6 +146,10 @@ pub struct Observed {
     pub errors: Vec<ObserveError>,
     /// Active Jobs of planned trials that are suspended, waiting for their queue to admit them.
     pub queued: usize,
+    /// Jobs submitted to a queue (`kueue.x-k8s.io/queue-name`) that it has admitted, with how
+    /// long they waited: from creation to `status.startTime` (set on admission; a Job
+    /// readmitted after a preemption has a new one). Sorted by Job name.
+    pub admissions: Vec<Admission>,
     /// The earliest moment a pod that is waiting on an image or for a node now passes its grace
     /// period: the reconciler must look again then, since such a pod may change no more (a
     /// kubelet backing off an image pull reports the same status over and over).
@@ -182,6 +186,7 @@ pub fn observe(
         ignored: Vec::new(),
         errors: Vec::new(),
         queued: 0,
+        admissions: Vec::new(),
         next_grace_expiry: None,
     };
     for job in jobs {
@@ -210,6 +215,9 @@ pub fn observe(
             });
         }
         let suspended = job.spec.as_ref().and_then(|spec| spec.suspend) == Some(true);
+        if let Some(admission) = admission(job, &name).filter(|_| !suspended) {
+            observed.admissions.push(admission);
+        }
         let state = match state {
             Classified::Active => {
                 observed.queued += usize::from(suspended);
@@ -225,10 +233,28 @@ pub fn observe(
         observed.observation.record(trial, attempt, state);
     }
     observed.summaries.sort_by(|a, b| (&a.job, a.trial, a.attempt).cmp(&(&b.job, b.trial, b.attempt)));
+    observed.admissions.sort_by(|a, b| a.job.cmp(&b.job));
     observed.to_delete.sort();
     observed.ignored.sort();
     observed.errors.sort();
     observed
+}
+
+/// A queued Job's admission: its name, when it was admitted, and how long it waited.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admission {
+    pub job: String,
+    pub admitted_at: DateTime<Utc>,
+    pub wait_seconds: f64,
+}
+
+/// The admission of a Job submitted to a queue, once it has a `startTime`.
+fn admission(job: &Job, name: &str) -> Option<Admission> {
+    job.metadata.labels.as_ref()?.get(labels::KUEUE_QUEUE_NAME)?;
+    let created = to_chrono(job.metadata.creation_timestamp.as_ref()?);
+    let admitted_at = to_chrono(job.status.as_ref()?.start_time.as_ref()?);
+    let wait_seconds = ((admitted_at - created).num_milliseconds().max(0)) as f64 / 1000.0;
+    Some(Admission { job: name.to_string(), admitted_at, wait_seconds })
 }
 
 enum Classified {
@@ -614,10 +640,18 @@ mod tests {
         assert_eq!(state, TrialState::Active { attempt: 1 });
         assert_eq!(observed.queued, 1);
         assert!(observed.to_delete.is_empty() && observed.errors.is_empty());
-        // Admitted (unsuspended): running, no longer queued.
+        assert!(observed.admissions.is_empty());
+        // Admitted (unsuspended): running, no longer queued, and how long it waited is known
+        // once it is a queue's Job with a start time.
         suspended.spec.as_mut().unwrap().suspend = Some(false);
-        let (state, observed) = one(suspended, Some(pod("j", 0, running_pod())), 36_000);
+        let (state, observed) = one(suspended.clone(), Some(pod("j", 0, running_pod())), 36_000);
         assert_eq!((state, observed.queued), (TrialState::Active { attempt: 1 }, 0));
+        assert!(observed.admissions.is_empty(), "not a queue's Job, no start time");
+        suspended.metadata.labels.as_mut().unwrap().insert(labels::KUEUE_QUEUE_NAME.into(), "q".into());
+        suspended.metadata.creation_timestamp = Some(serde_json::from_value(json!(ts(100))).unwrap());
+        suspended.status.as_mut().unwrap().start_time = Some(serde_json::from_value(json!(ts(190))).unwrap());
+        let (_, observed) = one(suspended, Some(pod("j", 0, running_pod())), 36_000);
+        assert_eq!(observed.admissions, [Admission { job: "j".into(), admitted_at: t(190), wait_seconds: 90.0 }]);
     }
 
     #[test]

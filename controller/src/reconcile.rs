@@ -28,7 +28,7 @@
 //!
 //! [`ControllerSettings::summary_interval`]: crate::context::ControllerSettings::summary_interval
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -170,6 +170,7 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
     for error in &observed.errors {
         tracing::warn!(namespace, run = name, job = error.job, kind = ?error.kind, "{}", error.message);
     }
+    count_queue_waits(ctx, &mut state, &RunKey { namespace: namespace.clone(), run: name.clone() }, &observed);
     let jobs_by_attempt: HashMap<(&str, u32), &Job> =
         jobs.iter().filter_map(|j| observe::identity(j).map(|id| (id, j))).collect();
 
@@ -573,6 +574,22 @@ fn count_final_trials(ctx: &Context, prepared: &PreparedRun, state: &mut RunStat
         );
         state.counted.insert(counted);
     }
+}
+
+/// Puts each queue admission this process has not seen yet into the queue-wait histogram.
+fn count_queue_waits(ctx: &Context, state: &mut RunState, key: &RunKey, observed: &observe::Observed) {
+    let first_look = state.admissions_seen.is_none();
+    let seen = state.admissions_seen.get_or_insert_with(HashSet::new);
+    let current: HashSet<(String, i64)> =
+        observed.admissions.iter().map(|a| (a.job.clone(), a.admitted_at.timestamp_millis())).collect();
+    for admission in &observed.admissions {
+        let fresh = seen.insert((admission.job.clone(), admission.admitted_at.timestamp_millis()));
+        if fresh && !first_look {
+            ctx.metrics.queue_wait(key, admission.wait_seconds);
+        }
+    }
+    // Jobs collected after their TTL are gone for good: forget them, so the set stays small.
+    seen.retain(|admission| current.contains(admission));
 }
 
 /// Recomputes `summary.json` when results changed: at once while there is none or when every

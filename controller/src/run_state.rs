@@ -89,6 +89,10 @@ pub struct RunState {
     /// When a trial last started or reached its final result (this process's first reconcile of
     /// the run counts as progress): the `lightsout_run_last_progress_timestamp_seconds` metric.
     pub last_progress: Option<chrono::DateTime<chrono::Utc>>,
+    /// Queue admissions (Job name, admission time) already in the queue-wait histogram; `None`
+    /// until this process's first look, which takes what it finds as seen (admitted before it
+    /// started, or counted by the process before it).
+    pub admissions_seen: Option<HashSet<(String, i64)>>,
 }
 
 /// The key of a trial id in [`RunState::counted`].

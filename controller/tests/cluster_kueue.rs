@@ -77,6 +77,10 @@ async fn a_sweep_larger_than_its_quota_completes_with_at_most_the_quota_admitted
     // One attempt per trial: waiting in the queue is never a failure that is retried.
     let names: Vec<String> = jobs_of(&ns, "sweep").await.iter().filter_map(|j| j.metadata.name.clone()).collect();
     assert!(names.iter().all(|n| n.ends_with("-a1")), "{names:?}");
+    // Each trial's wait for admission is in the queue-wait histogram, once.
+    let metrics = controller.metrics().await;
+    let count = format!("lightsout_trial_queue_wait_seconds_count{{namespace=\"{}\",run=\"sweep\"}} 6", ns.name);
+    assert!(metrics.lines().any(|l| l == count), "no `{count}` in:\n{metrics}");
     drop(controller);
 }
 
