@@ -110,25 +110,6 @@ async fn a_missing_local_queue_is_a_condition_not_a_silent_wait() {
     drop(controller);
 }
 
-/// What each stored attempt of `run` recorded: (key, outcome, model calls).
-async fn stored_attempts(moto: &moto::Moto, run: &str) -> Vec<(String, String, u64)> {
-    use lightsout_core::results::ResultStore;
-    let store = store(moto);
-    let mut out = Vec::new();
-    for key in store.list(&format!("runs/{run}/")).await.unwrap() {
-        if key.ends_with("/result.json") {
-            let result: serde_json::Value = serde_json::from_slice(&store.get(&key).await.unwrap().unwrap()).unwrap();
-            out.push((
-                key,
-                result["outcome"].as_str().unwrap_or_default().to_string(),
-                result["model_calls"].as_u64().unwrap_or(0),
-            ));
-        }
-    }
-    out.sort();
-    out
-}
-
 /// Two runs on one queue: a low-priority one fills the quota with slow trials, then a
 /// high-priority one arrives; Kueue preempts the low run's Jobs (suspends them: their pods are
 /// stopped), the high run completes, and the low run's preempted trials are admitted again and
@@ -217,9 +198,12 @@ async fn a_higher_priority_run_preempts_a_lower_one_which_still_completes_counti
     assert_eq!((trials.total, trials.succeeded, trials.infra_failed), (2, 2, 0), "{trials:?}");
     // Preemption is not an attempt: each trial ran to its result in its first attempt's Job,
     // and one result each is stored.
-    let attempts = stored_attempts(&moto, "low").await;
+    let attempts = attempt_outcomes(&moto, "low").await;
     assert_eq!(attempts.len(), 2, "{attempts:?}");
-    assert!(attempts.iter().all(|(key, outcome, _)| key.contains("/attempt-1/") && outcome == "ok"), "{attempts:?}");
+    assert!(
+        attempts.iter().all(|(key, result)| key.contains("/attempt-1/") && result["outcome"] == "ok"),
+        "{attempts:?}"
+    );
     let names: Vec<String> = jobs_of(&ns, "low").await.iter().filter_map(|j| j.metadata.name.clone()).collect();
     assert!(names.iter().all(|n| n.ends_with("-a1")), "{names:?}");
     drop(controller);

@@ -40,20 +40,6 @@ async fn slow_models(delay: Duration) -> ScriptedServer {
     ScriptedServer::start(config).await.unwrap()
 }
 
-/// The outcome recorded in an attempt's result.json.
-async fn attempt_outcomes(moto: &moto::Moto, run: &str) -> Vec<(String, Value)> {
-    let store = store(moto);
-    let mut outcomes = Vec::new();
-    for key in store.list(&format!("runs/{run}/")).await.unwrap() {
-        if key.ends_with("/result.json") {
-            let result: Value = serde_json::from_slice(&store.get(&key).await.unwrap().unwrap()).unwrap();
-            outcomes.push((key, result));
-        }
-    }
-    outcomes.sort_by(|a, b| a.0.cmp(&b.0));
-    outcomes
-}
-
 /// This control plane has no Kueue: a run that names a queue is refused saying so, not left
 /// waiting on Jobs nobody will admit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,6 +21,7 @@ use crate::findings::ParsedReview;
 use crate::judge::{Judge, Panel, TrialVerdicts};
 use crate::model::{Endpoint, ModelClient, Usage};
 use crate::pricing::PricingTable;
+use crate::swe_prbench::harness::agent::parse_failure;
 use crate::swe_prbench::harness::AgentOutput;
 use crate::swe_prbench::scorer::{agent_output, no_answer};
 use crate::swe_prbench::{EmbeddingsBackend, Metering, PrVerdict, SwePrBenchScorer};
@@ -312,7 +313,7 @@ fn swe_prbench_agent_output(input: &crate::swe_prbench::harness::EvalInput, revi
     match &review.swe_prbench {
         Some(answer) => match &answer.parse_error {
             None => agent_output(input, &answer.raw_response),
-            Some(error) => AgentOutput { raw_response: answer.raw_response.clone(), ..no_answer(error) },
+            Some(error) => parse_failure(answer.raw_response.clone(), error.clone()),
         },
         None => no_answer("the review is not the JSON comment list of the swe-prbench prompt"),
     }

@@ -458,3 +458,18 @@ pub fn job_outcome(job: &k8s_openapi::api::batch::v1::Job) -> Option<String> {
         .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
         .map(|c| c.type_.clone())
 }
+
+/// Every `result.json` of `run` in the results store, by key, sorted.
+pub async fn attempt_outcomes(moto: &moto::Moto, run: &str) -> Vec<(String, serde_json::Value)> {
+    use lightsout_core::results::ResultStore;
+    let store = store(moto);
+    let mut outcomes = Vec::new();
+    for key in store.list(&format!("runs/{run}/")).await.unwrap() {
+        if key.ends_with("/result.json") {
+            let result: serde_json::Value = serde_json::from_slice(&store.get(&key).await.unwrap().unwrap()).unwrap();
+            outcomes.push((key, result));
+        }
+    }
+    outcomes.sort_by(|a, b| a.0.cmp(&b.0));
+    outcomes
+}

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::embeddings::{EmbeddingsBackend, SimilarityKind};
-use super::harness::agent::{agent_output_from_answer, AgentOutput};
+use super::harness::agent::{agent_output_from_answer, parse_failure, AgentOutput};
 use super::harness::judge_message::judge_user_message;
 use super::harness::prompts::JUDGE_SYSTEM_PROMPT;
 use super::harness::similarity::{texts_to_embed, VectorTable};
@@ -106,12 +106,7 @@ pub fn no_answer(error: &str) -> AgentOutput {
 
 /// The agent's output for its final answer, as the harness reads it.
 pub fn agent_output(input: &EvalInput, answer: &str) -> AgentOutput {
-    agent_output_from_answer(input, answer).unwrap_or_else(|error| AgentOutput {
-        raw_response: answer.to_string(),
-        comments: Vec::new(),
-        parse_success: false,
-        parse_error: Some(error),
-    })
+    agent_output_from_answer(input, answer).unwrap_or_else(|error| parse_failure(answer.to_string(), error))
 }
 
 /// Scores a record whose agent output needs no model call (the answer did not parse, or there

@@ -195,7 +195,7 @@ pub fn agent_comments(parsed: &Value, task_id: &str, config_name: &str, added: &
             break;
         }
         let Value::Object(item) = item else { continue };
-        let body = item.get("body").filter(|b| python::truthy(b)).map(python::str_of).unwrap_or_default();
+        let body = python::text_or_empty(item, "body");
         let body = python::strip(&body);
         if body.is_empty() {
             continue;
@@ -242,7 +242,8 @@ pub fn agent_output_from_answer(input: &EvalInput, raw: &str) -> Result<AgentOut
     Ok(AgentOutput { raw_response: raw.to_string(), comments, parse_success: true, parse_error: None })
 }
 
-fn parse_failure(raw_response: String, error: String) -> AgentOutput {
+/// The output of an answer that did not parse (or of no answer): no comments, the error kept.
+pub fn parse_failure(raw_response: String, error: String) -> AgentOutput {
     AgentOutput { raw_response, comments: Vec::new(), parse_success: false, parse_error: Some(error) }
 }
 

@@ -125,7 +125,7 @@ pub fn task_id_of(record: &Map<String, Value>) -> Result<String, LayoutError> {
     if let Some(task_id) = record.get("task_id").filter(|v| python::truthy(v)) {
         return Ok(python::str_of(task_id));
     }
-    let repo = record.get("repo").filter(|v| python::truthy(v)).map(python::str_of).unwrap_or_default();
+    let repo = python::text_or_empty(record, "repo");
     let tail = repo.rsplit('/').next().unwrap_or_default().to_string();
     let number = pr_number(record, &tail)?;
     Ok(format!("{tail}__{number}"))
@@ -259,9 +259,7 @@ impl BenchmarkLayout {
             }
         };
         let human_comments = ground_truth(&annotation);
-        let text = |map: &Map<String, Value>, key: &str| {
-            map.get(key).filter(|v| python::truthy(v)).map(python::str_of).unwrap_or_default()
-        };
+        let text = python::text_or_empty;
         let truthy_text = |key: &str| Some(text(&context, key)).filter(|s| !s.is_empty());
         let context_number = context.get("pr_number").filter(|v| python::truthy(v));
         let pr_number = match context_number {

@@ -4,6 +4,11 @@
 
 use serde_json::Value;
 
+/// `str(map.get(key) or "")`: a member's text, empty when it is missing or falsy.
+pub fn text_or_empty(map: &serde_json::Map<String, Value>, key: &str) -> String {
+    map.get(key).filter(|v| truthy(v)).map(str_of).unwrap_or_default()
+}
+
 /// Python truthiness of a JSON value: `null`, `false`, `0`, `0.0`, `""`, `[]` and `{}` are false.
 pub fn truthy(value: &Value) -> bool {
     match value {

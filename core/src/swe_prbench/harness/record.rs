@@ -166,7 +166,7 @@ fn same_file(a: &str, b: &str) -> bool {
 fn affinity(similarity: f64, agent: &AgentComment, human: &Map<String, Value>, normalise_paths: bool) -> f64 {
     let mut score = similarity;
     let agent_file = agent.file_reference.clone().unwrap_or_default();
-    let human_file = human.get("file").filter(|v| python::truthy(v)).map(python::str_of).unwrap_or_default();
+    let human_file = python::text_or_empty(human, "file");
     let same = if normalise_paths { same_file(&agent_file, &human_file) } else { agent_file == human_file };
     if !agent_file.is_empty() && !human_file.is_empty() && same {
         score += 0.15;
@@ -206,7 +206,7 @@ fn normalize(input: &EvalInput, agent: &AgentOutput, judge: &JudgeOutput, scorin
     let mut human_text: IndexMap<String, String> = IndexMap::new();
     for (id, comment) in human_ids.iter().zip(&input.human_comments) {
         human_by_id.insert(id.clone(), comment);
-        let body = comment.get("body").filter(|v| python::truthy(v)).map(python::str_of).unwrap_or_default();
+        let body = python::text_or_empty(comment, "body");
         human_text.insert(id.clone(), body);
     }
     let mut judged_class: HashMap<&str, &str> = HashMap::new();
@@ -324,7 +324,7 @@ fn pair_similarities(
         agent.comments.iter().map(|c| (c.comment_id.as_str(), python::strip(&c.body))).collect();
     let mut human_map: HashMap<String, String> = HashMap::new();
     for comment in &input.human_comments {
-        let body = comment.get("body").filter(|v| python::truthy(v)).map(python::str_of).unwrap_or_default();
+        let body = python::text_or_empty(comment, "body");
         human_map.insert(human_id(comment), python::strip(&body).to_string());
     }
     let mut out = Vec::new();

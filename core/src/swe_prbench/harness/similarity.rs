@@ -136,10 +136,7 @@ impl Embedder for VectorTable {
 /// Every text [`super::evaluate_record`] may embed for a record: each agent and ground-truth
 /// comment body as it is and stripped, once each, in a stable order.
 pub fn texts_to_embed(input: &super::EvalInput, agent: &super::AgentOutput) -> Vec<String> {
-    let human = input
-        .human_comments
-        .iter()
-        .map(|c| c.get("body").filter(|v| super::python::truthy(v)).map(super::python::str_of).unwrap_or_default());
+    let human = input.human_comments.iter().map(|c| super::python::text_or_empty(c, "body"));
     let bodies: Vec<String> = agent.comments.iter().map(|c| c.body.clone()).chain(human).collect();
     let mut seen = HashSet::new();
     bodies

@@ -61,7 +61,7 @@ impl JudgeOutput {
 
 /// The human id as the harness writes it: `str(comment_id or "")`.
 pub fn human_id(comment: &Map<String, Value>) -> String {
-    comment.get("comment_id").filter(|v| python::truthy(v)).map(python::str_of).unwrap_or_default()
+    python::text_or_empty(comment, "comment_id")
 }
 
 fn all_missed(humans: &[Map<String, Value>]) -> Vec<HumanCommentStatus> {
@@ -194,18 +194,13 @@ pub fn parse_judge_object(raw: &str) -> Result<Map<String, Value>, String> {
     }
 }
 
-/// `str(value or "")` of an optional member.
-fn text_or_empty(item: &Map<String, Value>, key: &str) -> String {
-    item.get(key).filter(|v| python::truthy(v)).map(python::str_of).unwrap_or_default()
-}
-
 /// `str(value)` unless the member is missing, `null` or `""`.
 fn optional_text(item: &Map<String, Value>, key: &str) -> Option<String> {
     item.get(key).filter(|v| !v.is_null() && v.as_str() != Some("")).map(python::str_of)
 }
 
 fn upper_stripped(item: &Map<String, Value>, key: &str) -> String {
-    python::strip(&text_or_empty(item, key)).to_uppercase()
+    python::strip(&python::text_or_empty(item, key)).to_uppercase()
 }
 
 fn classifications(raw: Option<&Value>) -> Vec<JudgeClassification> {
@@ -220,11 +215,11 @@ fn classifications(raw: Option<&Value>) -> Vec<JudgeClassification> {
             }
             let actionability = item.get("actionability_score").and_then(python::int_of).unwrap_or(3).clamp(1, 5);
             Some(JudgeClassification {
-                comment_id: text_or_empty(item, "comment_id"),
+                comment_id: python::text_or_empty(item, "comment_id"),
                 classification,
                 matched_human_comment_id: optional_text(item, "matched_human_comment_id"),
                 actionability_score: actionability,
-                reasoning: Some(text_or_empty(item, "reasoning")).filter(|r| !r.is_empty()),
+                reasoning: Some(python::text_or_empty(item, "reasoning")).filter(|r| !r.is_empty()),
             })
         })
         .collect()
@@ -238,7 +233,7 @@ fn statuses(raw: Option<&Value>) -> Vec<HumanCommentStatus> {
         .filter_map(|item| {
             let status = upper_stripped(item, "status");
             matches!(status.as_str(), "CAUGHT" | "MISSED").then(|| HumanCommentStatus {
-                comment_id: text_or_empty(item, "comment_id"),
+                comment_id: python::text_or_empty(item, "comment_id"),
                 status,
                 matched_agent_comment_id: optional_text(item, "matched_agent_comment_id"),
             })
