@@ -35,6 +35,7 @@ ALLOWED_METRICS=(
   lightsout_active_trials
   lightsout_pending_trials
   lightsout_trials_queued
+  lightsout_trials_preempted
   lightsout_judge_calls_total
   lightsout_judge_failures_total
   lightsout_provider_rate_limited_total

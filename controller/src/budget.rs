@@ -155,6 +155,7 @@ mod tests {
             budget_exceeded,
             infra_failed,
             unjudged: 0,
+            preempted: 0,
         };
         let spend = SpendSummary { agent_usd: 3.0, judge_usd: 1.0, total_usd: 4.0, unpriced_calls: 0 };
         let cases = [

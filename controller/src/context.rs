@@ -226,6 +226,36 @@ impl Context {
         }
     }
 
+    /// Why Kueue cannot admit the queued Job of uid `job_uid` as things stand, read from its
+    /// Workload ([`crate::queue_admission`]); `None` while it merely waits, or when the Workload
+    /// cannot be read (a cluster whose RBAC predates the rule: the run waits as before, logged).
+    pub async fn queue_blocked(&self, namespace: &str, job_uid: &str) -> Option<String> {
+        use crate::queue_admission::{blocked_reason, JOB_UID_LABEL};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+        let resource = kube::discovery::ApiResource {
+            group: KUEUE_GROUP.into(),
+            version: KUEUE_VERSION.into(),
+            api_version: format!("{KUEUE_GROUP}/{KUEUE_VERSION}"),
+            kind: "Workload".into(),
+            plural: "workloads".into(),
+        };
+        let api = Api::<kube::api::DynamicObject>::namespaced_with(self.client.clone(), namespace, &resource);
+        let selected = kube::api::ListParams::default().labels(&format!("{JOB_UID_LABEL}={job_uid}"));
+        let workloads = match api.list(&selected).await {
+            Ok(list) => list.items,
+            Err(e) => {
+                tracing::warn!(namespace, error = %e, "cannot read the Kueue Workloads of queued trial Jobs");
+                return None;
+            }
+        };
+        workloads.iter().find_map(|workload| {
+            let conditions: Vec<Condition> =
+                serde_json::from_value(workload.data.pointer("/status/conditions")?.clone()).ok()?;
+            let name = workload.metadata.name.as_deref().unwrap_or_default();
+            blocked_reason(&conditions).map(|message| format!("{message} (Workload {namespace}/{name})"))
+        })
+    }
+
     /// Publishes an Event about the run. Events are best effort: a failure is logged, never
     /// fails the reconcile.
     pub async fn event(&self, run: &EvaluationRun, warning: bool, reason: &str, note: String) {

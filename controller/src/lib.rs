@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod network;
 pub mod observation;
 pub mod observe;
+pub mod queue_admission;
 pub mod reconcile;
 mod record;
 pub mod run_state;

@@ -21,6 +21,8 @@
 //!   with a Job (queued ones included) / waiting to be scheduled.
 //! - `lightsout_trials_queued{namespace,run}` — trials whose Job waits for its queue (Kueue) to
 //!   admit it (suspended): waiting, never counted as failing to start.
+//! - `lightsout_trials_preempted{namespace,run}` — runs of trial attempts that their queue
+//!   preempted and that ran again (counted as each attempt ends), as `status.trials.preempted`.
 //! - `lightsout_trial_queue_wait_seconds{namespace,run}` — histogram of how long trial Jobs
 //!   waited for their queue to admit them (creation to admission; a readmission after a
 //!   preemption counts again), buckets from 1 s to 4 h. Admissions seen by this process only.
@@ -120,6 +122,7 @@ enum RunFamily {
     Active,
     Pending,
     Queued,
+    Preempted,
     QueueWait,
     JudgeCalls,
     JudgeFailures,
@@ -132,12 +135,13 @@ enum RunFamily {
 /// A run's series: each family with the label values (in the family's label order) of one series.
 type RunSeries = BTreeSet<(RunFamily, Vec<String>)>;
 
-/// A run's trial gauges: with a Job (queued included), not started, and queued.
+/// A run's trial gauges: with a Job (queued included), not started, queued, and runs preempted.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TrialGauges {
     pub active: u64,
     pub pending: u64,
     pub queued: u64,
+    pub preempted: u64,
 }
 
 /// The controller's metrics. Cheap to share behind an `Arc`; every method takes `&self`.
@@ -154,6 +158,7 @@ pub struct Metrics {
     active: IntGaugeVec,
     pending: IntGaugeVec,
     queued: IntGaugeVec,
+    preempted: IntGaugeVec,
     queue_wait: HistogramVec,
     judge_calls: IntCounterVec,
     judge_failures: IntCounterVec,
@@ -274,6 +279,12 @@ impl Metrics {
             "Trials whose Job waits for its queue to admit it.",
             &["namespace", "run"],
         );
+        let preempted = int_gauge_vec(
+            &registry,
+            "lightsout_trials_preempted",
+            "Runs of trial attempts their queue preempted and that ran again.",
+            &["namespace", "run"],
+        );
         let queue_wait = HistogramVec::new(
             HistogramOpts::new(
                 "lightsout_trial_queue_wait_seconds",
@@ -376,6 +387,7 @@ impl Metrics {
             active,
             pending,
             queued,
+            preempted,
             queue_wait,
             judge_calls,
             judge_failures,
@@ -525,7 +537,7 @@ impl Metrics {
 
     /// The run's gauges: the budget (removed when the run has none), spend, active and pending trials.
     pub fn run_gauges(&self, run: &RunKey, budget_usd: Option<f64>, spend_usd: f64, trials: TrialGauges) {
-        let TrialGauges { active, pending, queued } = trials;
+        let TrialGauges { active, pending, queued, preempted } = trials;
         let labels = [run.namespace.as_str(), run.run.as_str()];
         match budget_usd {
             Some(budget) => {
@@ -546,6 +558,8 @@ impl Metrics {
         self.track(run, RunFamily::Pending, &labels);
         self.queued.with_label_values(&labels).set(i64::try_from(queued).unwrap_or(i64::MAX));
         self.track(run, RunFamily::Queued, &labels);
+        self.preempted.with_label_values(&labels).set(i64::try_from(preempted).unwrap_or(i64::MAX));
+        self.track(run, RunFamily::Preempted, &labels);
     }
 
     /// Whether the run is complete, and when it last made progress.
@@ -602,6 +616,7 @@ impl Metrics {
                 RunFamily::Active => self.active.remove_label_values(&values),
                 RunFamily::Pending => self.pending.remove_label_values(&values),
                 RunFamily::Queued => self.queued.remove_label_values(&values),
+                RunFamily::Preempted => self.preempted.remove_label_values(&values),
                 RunFamily::QueueWait => self.queue_wait.remove_label_values(&values),
                 RunFamily::JudgeCalls => self.judge_calls.remove_label_values(&values),
                 RunFamily::JudgeFailures => self.judge_failures.remove_label_values(&values),
@@ -661,7 +676,7 @@ mod tests {
             3,
         );
         m.judge_calls(&r, "judge-m", 4, 1);
-        m.run_gauges(&r, Some(10.0), 2.5, TrialGauges { active: 3, pending: 7, queued: 2 });
+        m.run_gauges(&r, Some(10.0), 2.5, TrialGauges { active: 3, pending: 7, queued: 2, preempted: 1 });
         m.queue_wait(&r, 42.0);
         m.run_progress(&r, false, chrono::DateTime::from_timestamp(1_700_000_000, 500_000_000).unwrap());
         m.variant_scores(&r, "v", &[("1".to_string(), 0.5), ("5".to_string(), 0.75)].into(), Some(0.42));
@@ -698,6 +713,7 @@ mod tests {
             (r#"lightsout_active_trials{namespace="ns",run="r"}"#, 3.0),
             (r#"lightsout_pending_trials{namespace="ns",run="r"}"#, 7.0),
             (r#"lightsout_trials_queued{namespace="ns",run="r"}"#, 2.0),
+            (r#"lightsout_trials_preempted{namespace="ns",run="r"}"#, 1.0),
             (r#"lightsout_trial_queue_wait_seconds_count{namespace="ns",run="r"}"#, 1.0),
             (r#"lightsout_trial_queue_wait_seconds_bucket{namespace="ns",run="r",le="60"}"#, 1.0),
             (r#"lightsout_trial_queue_wait_seconds_bucket{namespace="ns",run="r",le="30"}"#, 0.0),
@@ -737,7 +753,7 @@ mod tests {
             m.usage(r, "v", "gpt", Role::Judge, &Usage::default(), None, 2);
             m.usage(r, "v", "gpt", Role::Agent, &Usage::default(), Some(1.0), 1);
             m.judge_calls(r, "gpt", 1, 0);
-            m.run_gauges(r, Some(5.0), 1.0, TrialGauges { active: 1, pending: 1, queued: 1 });
+            m.run_gauges(r, Some(5.0), 1.0, TrialGauges { active: 1, pending: 1, queued: 1, preempted: 1 });
             m.queue_wait(r, 3.0);
             m.run_progress(r, true, chrono::Utc::now());
             m.variant_scores(r, "v", &[("1".to_string(), 0.5)].into(), Some(0.3));
@@ -759,6 +775,7 @@ mod tests {
             "lightsout_active_trials",
             "lightsout_pending_trials",
             "lightsout_trials_queued",
+            "lightsout_trials_preempted",
             "lightsout_trial_queue_wait_seconds_count",
             "lightsout_run_complete",
             "lightsout_run_last_progress_timestamp_seconds",

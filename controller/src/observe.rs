@@ -150,6 +150,8 @@ pub struct Observed {
     /// long they waited: from creation to `status.startTime` (set on admission; a Job
     /// readmitted after a preemption has a new one). Sorted by Job name.
     pub admissions: Vec<Admission>,
+    /// The queued Job created first (the longest waiting), if any.
+    pub oldest_queued: Option<QueuedJob>,
     /// The earliest moment a pod that is waiting on an image or for a node now passes its grace
     /// period: the reconciler must look again then, since such a pod may change no more (a
     /// kubelet backing off an image pull reports the same status over and over).
@@ -187,6 +189,7 @@ pub fn observe(
         errors: Vec::new(),
         queued: 0,
         admissions: Vec::new(),
+        oldest_queued: None,
         next_grace_expiry: None,
     };
     for job in jobs {
@@ -220,7 +223,14 @@ pub fn observe(
         }
         let state = match state {
             Classified::Active => {
-                observed.queued += usize::from(suspended);
+                if suspended {
+                    observed.queued += 1;
+                    let queued = QueuedJob::of(job);
+                    if queued.created < observed.oldest_queued.as_ref().map_or(DateTime::<Utc>::MAX_UTC, |q| q.created)
+                    {
+                        observed.oldest_queued = Some(queued);
+                    }
+                }
                 AttemptState::Active
             }
             Classified::Finished(_) | Classified::AgentFilledScratch(_) => AttemptState::Finished,
@@ -246,6 +256,23 @@ pub struct Admission {
     pub job: String,
     pub admitted_at: DateTime<Utc>,
     pub wait_seconds: f64,
+}
+
+/// A Job waiting for its queue: when it was created, and its uid (which names its Kueue
+/// Workload, see [`crate::queue_admission`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedJob {
+    pub created: DateTime<Utc>,
+    pub uid: String,
+}
+
+impl QueuedJob {
+    fn of(job: &Job) -> QueuedJob {
+        QueuedJob {
+            created: job.metadata.creation_timestamp.as_ref().map(to_chrono).unwrap_or(DateTime::<Utc>::MAX_UTC),
+            uid: job.metadata.uid.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// The admission of a Job submitted to a queue, once it has a `startTime`.

@@ -170,7 +170,13 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
     for error in &observed.errors {
         tracing::warn!(namespace, run = name, job = error.job, kind = ?error.kind, "{}", error.message);
     }
-    count_queue_waits(ctx, &mut state, &RunKey { namespace: namespace.clone(), run: name.clone() }, &observed);
+    let admission_waits =
+        count_queue_waits(ctx, &mut state, &RunKey { namespace: namespace.clone(), run: name.clone() }, &observed);
+    // Only while Jobs wait: whether Kueue could ever admit them (one read).
+    let queue_blocked = match (&run.spec.queue_name, &observed.oldest_queued) {
+        (Some(_), Some(queued)) => ctx.queue_blocked(&namespace, &queued.uid).await,
+        _ => None,
+    };
     let jobs_by_attempt: HashMap<(&str, u32), &Job> =
         jobs.iter().filter_map(|j| observe::identity(j).map(|id| (id, j))).collect();
 
@@ -230,6 +236,11 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
             budget_gate_closed: decision.budget_exceeded,
             awaiting_judges: awaiting_judges as i64,
             summary: state.summary.as_ref(),
+            queue: run.spec.queue_name.as_ref().map(|_| status::QueueObserved {
+                admission_waits: &admission_waits,
+                oldest_waiting_since: observed.oldest_queued.as_ref().map(|q| q.created),
+                blocked: queue_blocked,
+            }),
             now,
         },
     );
@@ -244,6 +255,7 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
             active: decision.counts.running() as u64,
             pending: decision.counts.pending() as u64,
             queued: observed.queued as u64,
+            preempted: new_status.trials.preempted.max(0) as u64,
         },
     );
     let complete = status::condition(&new_status, condition::COMPLETE).is_some_and(|c| c.status == "True");
@@ -320,6 +332,7 @@ async fn reject(run: &EvaluationRun, ctx: &Context, state: &RunState, refusal: R
             budget_gate_closed: false,
             awaiting_judges: 0,
             summary: state.summary.as_ref(),
+            queue: None,
             now: ctx.now(),
         },
     );
@@ -576,20 +589,24 @@ fn count_final_trials(ctx: &Context, prepared: &PreparedRun, state: &mut RunStat
     }
 }
 
-/// Puts each queue admission this process has not seen yet into the queue-wait histogram.
-fn count_queue_waits(ctx: &Context, state: &mut RunState, key: &RunKey, observed: &observe::Observed) {
+/// Puts each queue admission this process has not seen yet into the queue-wait histogram, and
+/// returns their waits (for `status.queue`).
+fn count_queue_waits(ctx: &Context, state: &mut RunState, key: &RunKey, observed: &observe::Observed) -> Vec<f64> {
     let first_look = state.admissions_seen.is_none();
     let seen = state.admissions_seen.get_or_insert_with(HashSet::new);
     let current: HashSet<(String, i64)> =
         observed.admissions.iter().map(|a| (a.job.clone(), a.admitted_at.timestamp_millis())).collect();
+    let mut waits = Vec::new();
     for admission in &observed.admissions {
         let fresh = seen.insert((admission.job.clone(), admission.admitted_at.timestamp_millis()));
         if fresh && !first_look {
             ctx.metrics.queue_wait(key, admission.wait_seconds);
+            waits.push(admission.wait_seconds);
         }
     }
     // Jobs collected after their TTL are gone for good: forget them, so the set stays small.
     seen.retain(|admission| current.contains(admission));
+    waits
 }
 
 /// Recomputes `summary.json` when results changed: at once while there is none or when every

@@ -58,6 +58,8 @@ pub(crate) async fn record_finished(
     let store = &prepared.store;
     let stored = state.stored.as_mut().expect("stored");
     let mut changed = false;
+    // Attempts recorded in this pass, whose stopped runs' records are read after.
+    let mut recorded: Vec<(usize, u32)> = Vec::new();
     // The workers' results of newly complete attempts, read several at a time (one S3 round trip
     // each; a pass may see hundreds finish).
     let wanted: Vec<(usize, String)> = observed
@@ -111,6 +113,7 @@ pub(crate) async fn record_finished(
             ctx.metrics.attempt_infra_failed(key, stored_reason(result.error.as_deref()).as_str());
         }
         stored.insert_result(&result);
+        recorded.push((finished.trial, result.attempt));
         changed = true;
     }
     for (index, trial_state) in observed.observation.trials().iter().enumerate() {
@@ -127,6 +130,7 @@ pub(crate) async fn record_finished(
                 ctx.metrics.attempt_infra_failed(key, stored_reason(result.error.as_deref()).as_str());
             }
             stored.insert_result(&result);
+            recorded.push((index, attempt));
             changed = true;
             continue;
         }
@@ -142,10 +146,58 @@ pub(crate) async fn record_finished(
         put_result(store, prepared, &record).await?;
         ctx.metrics.attempt_infra_failed(key, reason.as_str());
         stored.insert_result(&record);
+        recorded.push((index, attempt));
         changed = true;
     }
+    read_interruptions(prepared, stored, &recorded).await?;
     if changed {
         state.summary_dirty = true;
+    }
+    Ok(())
+}
+
+/// Reads the records of the stopped runs ([`lightsout_core::interruption`]) of attempts that
+/// just ended: their workers wrote them before exiting, so they are all stored by now (one
+/// listing per attempt). The scan at the controller's start read those of earlier attempts;
+/// a record seen twice counts once.
+async fn read_interruptions(
+    prepared: &PreparedRun,
+    stored: &mut lightsout_core::stored::StoredRun,
+    attempts: &[(usize, u32)],
+) -> Result<(), Error> {
+    use lightsout_core::interruption::Interruption;
+    let store = &prepared.store;
+    // Filled by hand, as `read_all`: a stream of closures borrowing the store fails rustc's
+    // `Send` inference for the reconcile's future.
+    let mut dirs = attempts.iter().map(|&(trial, attempt)| {
+        let planned = &prepared.plan.trials[trial];
+        let variant = &prepared.plan.variants[planned.variant as usize];
+        (trial, attempt, prepared.layout.attempt_dir(&variant.id, &planned.id, attempt))
+    });
+    let mut listing = futures::stream::FuturesUnordered::new();
+    let mut keys = Vec::new();
+    loop {
+        while listing.len() < READ_CONCURRENCY {
+            let Some(dir) = dirs.next() else { break };
+            listing.push(list_one(store, dir));
+        }
+        let Some((trial, attempt, listed)) = listing.next().await else { break };
+        for key in listed? {
+            if key.rsplit('/').next().is_some_and(Interruption::is_file_name) {
+                keys.push((key, prepared.plan.trials[trial].id.as_str(), attempt));
+            }
+        }
+    }
+    keys.sort();
+    for (key, trial, attempt) in keys {
+        let Some(bytes) = store.get(&key).await.map_err(|e| Error::store(store.uri(&key), e))? else { continue };
+        match serde_json::from_slice::<Interruption>(&bytes) {
+            Ok(record) if record.trial_id == trial && record.attempt == attempt => stored.insert_interruption(&record),
+            // Written by a worker, never by an agent; one that does not read is reported, and the
+            // spend it held is missing from the totals rather than the run failing.
+            Ok(_) => tracing::warn!(key = store.uri(&key), "an interruption record names another trial or attempt"),
+            Err(e) => tracing::warn!(key = store.uri(&key), error = %e, "an interruption record does not parse"),
+        }
     }
     Ok(())
 }
@@ -184,6 +236,14 @@ async fn read_all(
             None => return done,
         }
     }
+}
+
+async fn list_one(
+    store: &lightsout_s3::Results,
+    (trial, attempt, dir): (usize, u32, String),
+) -> (usize, u32, Result<Vec<String>, Error>) {
+    let listed = store.list(&dir).await.map_err(|e| Error::store(store.uri(&dir), e));
+    (trial, attempt, listed)
 }
 
 async fn read_one(

@@ -210,6 +210,9 @@ pub async fn prepare(run: &EvaluationRun, ctx: &Context) -> Result<(PreparedRun,
 
     // Durations measured in this run (sibling repeats) order the plan; estimates otherwise.
     let stored = StoredRun::scan(&store, &layout).await.map_err(|e| Error::store(store.uri(&layout.run_dir()), e))?;
+    for unreadable in &stored.unreadable {
+        tracing::warn!(record = unreadable.as_str(), "an interruption record cannot be read; its spend is not counted");
+    }
     let durations = stored.mean_durations();
     let task_list: Vec<_> = tasks.iter().map(|t| t.task.clone()).collect();
     let plan =

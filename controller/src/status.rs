@@ -11,7 +11,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use lightsout_core::api::{condition, EvaluationRunStatus, Spend, TrialCounts, VariantStatus, MAX_STATUS_VARIANTS};
+use lightsout_core::api::{
+    condition, EvaluationRunStatus, QueueStatus, Spend, TrialCounts, VariantStatus, MAX_STATUS_VARIANTS,
+};
 use lightsout_core::summary::{OutcomeCounts, RunSummary, VariantSummary};
 
 /// What the reconciler observed this pass.
@@ -36,9 +38,22 @@ pub struct Observed<'a> {
     pub awaiting_judges: i64,
     /// The results aggregated so far; `None` before there are any.
     pub summary: Option<&'a RunSummary>,
+    /// The queue's side (`spec.queueName` runs, accepted); `None` keeps what status had.
+    pub queue: Option<QueueObserved<'a>>,
     /// The time of this pass: used for new condition transitions, `startTime` and
     /// `completionTime`.
     pub now: chrono::DateTime<chrono::Utc>,
+}
+
+/// What the reconciler saw of the run's queue this pass.
+#[derive(Debug, Clone, Default)]
+pub struct QueueObserved<'a> {
+    /// The waits (seconds) of admissions first seen this pass.
+    pub admission_waits: &'a [f64],
+    /// When the longest-waiting queued Job was created.
+    pub oldest_waiting_since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why Kueue cannot admit the run's Jobs as things stand (see `queue_admission`).
+    pub blocked: Option<String>,
 }
 
 /// Why a run is not accepted: its `Accepted=False` condition's reason and message.
@@ -77,6 +92,9 @@ pub mod reason {
     /// The dataset's store did not answer (5xx, timeout, connection refused): retried.
     pub const DATASET_UNAVAILABLE: &str = "DatasetUnavailable";
     pub const TRIALS_RUNNING: &str = "TrialsRunning";
+    /// Kueue cannot admit the run's trial Jobs as things stand (a request above what the
+    /// ClusterQueue could ever give, its queues missing or inactive): they would wait forever.
+    pub const QUEUE_INADMISSIBLE: &str = "QueueInadmissible";
     pub const SUSPENDED: &str = "Suspended";
     pub const COMPLETE: &str = "Complete";
     pub const BUDGET_EXCEEDED: &str = "BudgetExceeded";
@@ -129,7 +147,25 @@ pub fn compute_status(previous: Option<&EvaluationRunStatus>, observed: &Observe
             (true, false) => Some(now.clone()),
             (false, _) => previous_completion,
         },
+        queue: match &observed.queue {
+            Some(queue) => Some(queue_status(previous.and_then(|p| p.queue.as_ref()), queue)),
+            None => previous.and_then(|p| p.queue.clone()),
+        },
     }
+}
+
+/// The queue's figures: the previous ones with this pass's admissions added.
+fn queue_status(previous: Option<&QueueStatus>, observed: &QueueObserved) -> QueueStatus {
+    let mut queue = previous.cloned().unwrap_or_default();
+    for wait in observed.admission_waits {
+        let seconds = wait.round().max(0.0) as i64;
+        queue.admitted += 1;
+        queue.total_wait_seconds += seconds;
+        queue.longest_wait_seconds = queue.longest_wait_seconds.max(seconds);
+    }
+    queue.mean_wait_seconds = if queue.admitted > 0 { queue.total_wait_seconds / queue.admitted } else { 0 };
+    queue.oldest_waiting_since = observed.oldest_waiting_since.map(to_time);
+    queue
 }
 
 /// The condition of type `type_` in `status`, if any.
@@ -160,6 +196,8 @@ fn trial_counts(observed: &Observed) -> TrialCounts {
         failed: agent_failures(&counts),
         // infraFailed: out of infrastructure retries; never scored.
         infra_failed: i64::from(counts.infra_failed),
+        // preempted: runs stopped by their queue and run again, apart from failures.
+        preempted: i64::from(counts.preempted),
     }
 }
 
@@ -381,6 +419,13 @@ fn verdicts(observed: &Observed, trials: &TrialCounts, spend: &Spend) -> Vec<Ver
             reason::BUDGET_EXCEEDED,
             format!("budget reached: no new trials start; {progress}"),
         )
+    } else if let Some(blocked) = observed.queue.as_ref().and_then(|q| q.blocked.as_deref()) {
+        Verdict::new(
+            condition::PROGRESSING,
+            false,
+            reason::QUEUE_INADMISSIBLE,
+            format!("Kueue cannot admit the trial Jobs as the queues stand: {blocked}; {progress}"),
+        )
     } else {
         Verdict::new(condition::PROGRESSING, true, reason::TRIALS_RUNNING, progress)
     };
@@ -444,6 +489,7 @@ mod tests {
             budget_exceeded: 0,
             infra_failed,
             unjudged: 0,
+            preempted: 0,
         }
     }
 
@@ -511,8 +557,38 @@ mod tests {
             budget_gate_closed: false,
             awaiting_judges: 0,
             summary,
+            queue: None,
             now: at(now),
         }
+    }
+
+    #[test]
+    fn queue_figures_add_each_admission_once_and_a_blocked_queue_stops_progress() {
+        let waits = [10.4, 30.0];
+        let queue = QueueObserved { admission_waits: &waits, oldest_waiting_since: Some(at(5)), blocked: None };
+        let first = compute_status(None, &Observed { queue: Some(queue), queued: 2, ..observed(None, 2, 40) });
+        let figures = first.queue.clone().unwrap();
+        assert_eq!(
+            (figures.admitted, figures.total_wait_seconds, figures.mean_wait_seconds, figures.longest_wait_seconds),
+            (2, 40, 20, 30)
+        );
+        assert_eq!(figures.oldest_waiting_since, Some(to_time(at(5))));
+        assert_eq!(state(&first, condition::PROGRESSING), ("True", "TrialsRunning"));
+        // The next pass adds only its own admissions; nothing waits any more.
+        let queue = QueueObserved { admission_waits: &[50.0], oldest_waiting_since: None, blocked: None };
+        let next = compute_status(Some(&first), &Observed { queue: Some(queue), ..observed(None, 2, 60) });
+        let figures = next.queue.clone().unwrap();
+        assert_eq!((figures.admitted, figures.mean_wait_seconds, figures.longest_wait_seconds), (3, 30, 50));
+        assert_eq!(figures.oldest_waiting_since, None);
+        // A refused pass keeps them; a queue Kueue can never admit from says so.
+        let refused = compute_status(Some(&next), &Observed { queue: None, ..observed(None, 0, 70) });
+        assert_eq!(refused.queue, next.queue);
+        let never = "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, request > maximum capacity (3 > 2)";
+        let queue =
+            QueueObserved { admission_waits: &[], oldest_waiting_since: Some(at(5)), blocked: Some(never.into()) };
+        let blocked = compute_status(Some(&next), &Observed { queue: Some(queue), queued: 2, ..observed(None, 2, 80) });
+        assert_eq!(state(&blocked, condition::PROGRESSING), ("False", "QueueInadmissible"));
+        assert!(get(&blocked, condition::PROGRESSING).message.contains(never));
     }
 
     fn get<'a>(status: &'a EvaluationRunStatus, type_: &str) -> &'a Condition {
@@ -552,12 +628,22 @@ mod tests {
             budget_exceeded: 1,
             infra_failed: 2,
             unjudged: 0,
+            preempted: 1,
         };
         let s = summary(trials.clone(), vec![]);
         let status = compute_status(None, &observed(Some(&s), 5, 0));
         assert_eq!(
             status.trials,
-            TrialCounts { total: 40, pending: 7, running: 5, queued: 0, succeeded: 20, failed: 6, infra_failed: 2 }
+            TrialCounts {
+                total: 40,
+                pending: 7,
+                running: 5,
+                queued: 0,
+                succeeded: 20,
+                failed: 6,
+                infra_failed: 2,
+                preempted: 1
+            }
         );
         // Jobs waiting for their queue are counted apart from the running ones.
         let status = compute_status(None, &Observed { queued: 2, ..observed(Some(&s), 5, 0) });

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use cluster::*;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
+use lightsout_core::api::EvaluationRun;
 use lightsout_testkit::kueue;
 use serde_json::json;
 
@@ -45,7 +46,7 @@ async fn a_sweep_larger_than_its_quota_completes_with_at_most_the_quota_admitted
 
     // 3 tasks × 2 efforts = 6 trials, 4 Jobs at a time, 2 admitted at a time.
     let jobs = Api::<Job>::namespaced(ns.client.clone(), &ns.name);
-    let (mut most_admitted, mut most_queued_in_status) = (0, 0);
+    let (mut most_admitted, mut most_queued_in_status, mut waiting_since_shown) = (0, 0, false);
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let all = jobs.list(&Default::default()).await.unwrap().items;
@@ -55,6 +56,10 @@ async fn a_sweep_larger_than_its_quota_completes_with_at_most_the_quota_admitted
         let run = ns.run("sweep").await;
         let status = run.status.clone().unwrap_or_default();
         most_queued_in_status = most_queued_in_status.max(status.trials.queued);
+        if status.trials.queued > 0 {
+            // While Jobs wait, status says since when the longest-waiting one has.
+            waiting_since_shown |= status.queue.as_ref().is_some_and(|q| q.oldest_waiting_since.is_some());
+        }
         if condition(&run, "Complete").is_some_and(|(status, _, _)| status == "True") {
             break;
         }
@@ -71,9 +76,17 @@ async fn a_sweep_larger_than_its_quota_completes_with_at_most_the_quota_admitted
     assert_eq!(most_admitted, 2, "the quota was used");
     assert!(most_queued_in_status > 0, "Jobs waiting for Kueue were counted as queued in the status");
 
+    assert!(waiting_since_shown, "status.queue.oldestWaitingSince was never set while Jobs waited");
+
     let run = ns.run("sweep").await;
-    let trials = run.status.unwrap().trials;
+    let status = run.status.unwrap();
+    let trials = &status.trials;
     assert_eq!((trials.total, trials.succeeded, trials.infra_failed, trials.queued), (6, 6, 0, 0), "{trials:?}");
+    // The queue's figures: every admission once, waits apart from running, nothing waiting now.
+    let queue = status.queue.clone().expect("status.queue of a queued run");
+    assert_eq!(queue.admitted, 6, "{queue:?}");
+    assert!(queue.mean_wait_seconds <= queue.longest_wait_seconds && queue.oldest_waiting_since.is_none(), "{queue:?}");
+    assert!(queue.total_wait_seconds > 0, "4 of 6 trials waited for the quota: {queue:?}");
     // One attempt per trial: waiting in the queue is never a failure that is retried.
     let names: Vec<String> = jobs_of(&ns, "sweep").await.iter().filter_map(|j| j.metadata.name.clone()).collect();
     assert!(names.iter().all(|n| n.ends_with("-a1")), "{names:?}");
@@ -112,9 +125,10 @@ async fn a_missing_local_queue_is_a_condition_not_a_silent_wait() {
 
 /// Two runs on one queue: a low-priority one fills the quota with slow trials, then a
 /// high-priority one arrives; Kueue preempts the low run's Jobs (suspends them: their pods are
-/// stopped), the high run completes, and the low run's preempted trials are admitted again and
-/// complete afterwards in their first attempt, each counted once. (Not yet: the calls a
-/// preempted pod made before it was stopped are not metered, see issue 18's note.)
+/// stopped: each worker gets SIGTERM and stores an interruption record), the high run
+/// completes, and the low run's preempted trials are admitted again and complete afterwards in
+/// their first attempt, each counted once: the preemptions are reported as `preempted`, apart
+/// from failures, with no retry spent.
 #[tokio::test]
 async fn a_higher_priority_run_preempts_a_lower_one_which_still_completes_counting_each_trial_once() {
     use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -194,8 +208,22 @@ async fn a_higher_priority_run_preempts_a_lower_one_which_still_completes_counti
     assert!(condition(&low, "Complete").is_none_or(|(status, _, _)| status == "False"), "preempted is not complete");
     wait_condition(&ns, "high", "Complete", "True", Duration::from_secs(120), context).await;
     let low = wait_condition(&ns, "low", "Complete", "True", Duration::from_secs(180), context).await;
-    let trials = low.status.unwrap().trials;
+    // Each preempted pod's worker stored the record of its stopped run beside the attempt (its
+    // one call was still answering: no finished call to count). A low trial whose pod had just
+    // finished when Kueue suspended its Job lost nothing and is no preempted run: one or two.
+    let records = stored_keys(&moto, "low", "/interrupted-").await;
+    assert!((1..=2).contains(&records.len()), "{records:?}\n{}", context());
+    assert!(records.iter().all(|key| key.contains("/attempt-1/")), "{records:?}");
+    let preempted = records.len() as i64;
+    let status = low.status.unwrap();
+    let trials = &status.trials;
     assert_eq!((trials.total, trials.succeeded, trials.infra_failed), (2, 2, 0), "{trials:?}");
+    assert_eq!(trials.preempted, preempted, "{trials:?}");
+    let metrics = controller.metrics().await;
+    let gauge = format!(r#"lightsout_trials_preempted{{namespace="{}",run="low"}} {preempted}"#, ns.name);
+    assert!(metrics.lines().any(|l| l == gauge), "{gauge} not in:\n{metrics}");
+    let summary = stored_summary(&moto, "low").await;
+    assert_eq!(summary["trials"]["preempted"], preempted, "{summary}");
     // Preemption is not an attempt: each trial ran to its result in its first attempt's Job,
     // and one result each is stored.
     let attempts = attempt_outcomes(&moto, "low").await;
@@ -207,5 +235,133 @@ async fn a_higher_priority_run_preempts_a_lower_one_which_still_completes_counti
     let names: Vec<String> = jobs_of(&ns, "low").await.iter().filter_map(|j| j.metadata.name.clone()).collect();
     assert!(names.iter().all(|n| n.ends_with("-a1")), "{names:?}");
     drop(controller);
+    slow.shutdown().await;
+}
+
+/// A trial that asks for more than its ClusterQueue could ever give (3 CPUs of a 2-CPU quota)
+/// would wait forever: the run says so (`Progressing=False`, `QueueInadmissible`, with Kueue's
+/// message). Raising the quota lets Kueue admit the Jobs, and the run completes.
+#[tokio::test]
+async fn a_trial_no_quota_can_hold_is_a_condition_until_the_quota_grows() {
+    use kube::api::{Patch, PatchParams};
+    let Some(control_plane) = control_plane() else { return };
+    let Some((_, kueue)) = kueue::shared() else { return };
+    let ns = TestNamespace::create(control_plane, "kueue-never").await;
+    kueue::create_queues(&ns.client, &ns.name, "2").await;
+    let moto = start_moto();
+    let models = ModelServer::start(control_plane);
+    let config = ControllerConfig::new(control_plane, &ns.name).await;
+    let controller = Controller::start(control_plane, &config, "only");
+    let spec = run_spec("big", &models.base_url(), &moto, |run| {
+        let spec = &mut run["spec"];
+        spec["dataset"]["filter"] = json!({"ids": sample_task_ids(1)});
+        spec["matrix"]["models"] = json!([{"name": "gpt-5-mini", "provider": "openai"}]);
+        spec["matrix"]["reasoningEfforts"] = json!(["low"]);
+        spec["agent"]["resources"] = json!({"requests": {"cpu": "3"}});
+        spec["queueName"] = json!("queue");
+    });
+    assert!(kubectl_apply(control_plane, &ns.name, &spec).status.success());
+    let context = || format!("{}\nKueue:\n{}", controller.process.log_tail(30), kueue.log_tail(20));
+    let run = wait_condition(&ns, "big", "Progressing", "False", Duration::from_secs(90), context).await;
+    let (_, reason, message) = condition(&run, "Progressing").unwrap();
+    assert_eq!(reason, "QueueInadmissible", "{message}");
+    assert!(message.contains("request > maximum capacity (3 > 2)") && message.contains("Workload"), "{message}");
+    assert_eq!(run.status.unwrap().trials.queued, 1);
+
+    let queues = kube::api::Api::<kube::api::DynamicObject>::all_with(
+        ns.client.clone(),
+        &kueue::kueue_resource("ClusterQueue", "clusterqueues"),
+    );
+    let more = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu"],
+        "flavors": [{"name": ns.name, "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}});
+    queues.patch(&ns.name, &PatchParams::default(), &Patch::Merge(&more)).await.unwrap();
+    let run = wait_condition(&ns, "big", "Complete", "True", Duration::from_secs(120), context).await;
+    let trials = run.status.unwrap().trials;
+    assert_eq!((trials.succeeded, trials.infra_failed), (1, 0), "{trials:?}");
+    drop(controller);
+}
+
+/// Two runs in two namespaces whose ClusterQueues (1 CPU each) share a cohort: the first run,
+/// alone, borrows the other's idle CPU (2 of its trials admitted at once on a nominal quota of
+/// 1); once the second run arrives, the cohort never holds more than its 2 CPUs, and both
+/// complete with each trial in one attempt.
+#[tokio::test]
+async fn two_runs_whose_queues_share_a_cohort_borrow_and_both_complete() {
+    use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
+    let Some(control_plane) = control_plane() else { return };
+    let Some((_, kueue)) = kueue::shared() else { return };
+    let first = TestNamespace::create(control_plane, "kueue-cohort-a").await;
+    let second = TestNamespace::create(control_plane, "kueue-cohort-b").await;
+    let cohort = format!("cohort-{}", first.name);
+    kueue::create_cohort_queues(&first.client, &first.name, "1", &cohort).await;
+    kueue::create_cohort_queues(&second.client, &second.name, "1", &cohort).await;
+    let moto = start_moto();
+    let judges = ModelServer::start(control_plane);
+    let slow = ScriptedServer::start(ScriptedConfig {
+        faults: Faults { delay_ms: 2000, ..Default::default() },
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let first_config = ControllerConfig::new(control_plane, &first.name).await;
+    let second_config = ControllerConfig::new(control_plane, &second.name).await;
+    let first_controller = Controller::start(control_plane, &first_config, "a");
+    let second_controller = Controller::start(control_plane, &second_config, "b");
+    let spec = |name: &str| {
+        run_spec(name, &judges.base_url(), &moto, |run| {
+            let spec = &mut run["spec"];
+            spec["dataset"]["filter"] = json!({"ids": sample_task_ids(2)});
+            spec["providers"]["slow"] = json!({
+                "baseUrl": slow.base_url(), "apiKind": "openai-chat", "secretRef": {"name": "model-key", "key": "api-key"},
+            });
+            spec["matrix"]["models"] = json!([{"name": "gpt-5-mini", "provider": "slow"}]);
+            spec["agent"]["resources"] = json!({"requests": {"cpu": "1"}});
+            spec["queueName"] = json!("queue");
+            spec["parallelism"] = json!(2);
+        })
+    };
+    let admitted = |jobs: &[Job]| jobs.iter().filter(|j| !suspended(j) && !finished(j)).count();
+    let context = || {
+        format!(
+            "{}\n{}\nKueue:\n{}",
+            first_controller.process.log_tail(20),
+            second_controller.process.log_tail(20),
+            kueue.log_tail(20)
+        )
+    };
+    // The first run alone: 2 tasks × 2 efforts, 2 Jobs at a time, 2 admitted by borrowing.
+    assert!(kubectl_apply(control_plane, &first.name, &spec("first")).status.success());
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if admitted(&jobs_of(&first, "first").await) == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the first run never borrowed the idle CPU: {}", context());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The second run arrives: together they never hold more than the cohort's 2 CPUs.
+    assert!(kubectl_apply(control_plane, &second.name, &spec("second")).status.success());
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut second_admitted = 0;
+    loop {
+        let (a, b) = (admitted(&jobs_of(&first, "first").await), admitted(&jobs_of(&second, "second").await));
+        assert!(a + b <= 2, "{a} + {b} trial Jobs admitted on a cohort of 2 CPUs");
+        second_admitted = second_admitted.max(b);
+        let complete = |run: &EvaluationRun| condition(run, "Complete").is_some_and(|(status, _, _)| status == "True");
+        if complete(&first.run("first").await) && complete(&second.run("second").await) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the runs did not complete: {}", context());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(second_admitted >= 1, "the second run got its share");
+    for (ns, run) in [(&first, "first"), (&second, "second")] {
+        let trials = ns.run(run).await.status.unwrap().trials;
+        assert_eq!((trials.total, trials.succeeded, trials.infra_failed), (4, 4, 0), "{run}: {trials:?}");
+        let names: Vec<String> = jobs_of(ns, run).await.iter().filter_map(|j| j.metadata.name.clone()).collect();
+        assert!(names.iter().all(|n| n.ends_with("-a1")), "{names:?}");
+    }
+    drop(first_controller);
+    drop(second_controller);
     slow.shutdown().await;
 }

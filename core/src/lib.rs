@@ -9,6 +9,7 @@ pub mod duration;
 pub mod exchange;
 pub mod findings;
 pub mod hash;
+pub mod interruption;
 pub mod judge;
 pub mod model;
 pub mod names;

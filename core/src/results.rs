@@ -9,6 +9,8 @@
 //!     findings.json  the findings parsed from it, ranked
 //!     prompt.txt     the prompt the agent was given
 //!     verdicts.json  every judge vote and the panel's decisions (written after the agent exited)
+//!     interrupted-<ms>.json  what a run of the attempt spent before its pod was stopped (Kueue
+//!                    preemption, eviction): see `crate::interruption`
 //! ```
 //! Keys are deterministic, so writing an artifact again replaces it and never duplicates it.
 

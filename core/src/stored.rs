@@ -1,5 +1,5 @@
 //! What the results store holds for a run: every attempt's `result.json` and `verdicts.json`,
-//! by trial. `lightsout run` and the controller both decide from it, so a run's progress is a
+//! and every interrupted run's record ([`crate::interruption`]), by trial. `lightsout run` and the controller both decide from it, so a run's progress is a
 //! function of what is stored, never of a process's memory.
 
 use std::collections::{BTreeMap, HashMap};
@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::dataset::LoadedTask;
+use crate::interruption::Interruption;
 use crate::model::Usage;
 use crate::plan::PlannedTrial;
 use crate::results::{ResultStore, RunLayout};
@@ -29,6 +30,9 @@ pub struct StoredRun {
     /// Each trial's (variant id, task id, context configuration, repeat), kept only by [`StoredRun::scan_identified`]:
     /// what pairs trials across runs without a plan (`lightsout compare`).
     pub identities: Option<HashMap<String, TrialIdentity>>,
+    /// Interruption records that could not be read, each with why: their spend is missing from
+    /// the totals (they are written by workers, never by agents).
+    pub unreadable: Vec<String>,
 }
 
 /// Which variant, task, context configuration (of the `matrix.contextConfigs` axis) and repeat
@@ -47,7 +51,43 @@ pub struct StoredTrial {
     /// Shared with the summary's records, so a 100,000-trial run holds each result once.
     pub results: BTreeMap<u32, Arc<HeldResult>>,
     pub verdicts: BTreeMap<u32, Arc<Verdicts>>,
+    /// Runs of its attempts stopped before they finished, by (attempt, run start in Unix ms):
+    /// read once however often they are seen, and summed in one order.
+    pub interruptions: BTreeMap<(u32, i64), HeldInterruption>,
 }
+
+/// What the summary reads of an [`Interruption`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldInterruption {
+    pub attempt: u32,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    pub unpriced_calls: u32,
+}
+
+impl StoredTrial {
+    /// How many of its runs were preempted (stopped, then the same attempt ran again): see
+    /// [`crate::interruption::preempted_runs`].
+    pub fn preempted_runs(&self) -> u32 {
+        let mut by_attempt: BTreeMap<u32, u32> = BTreeMap::new();
+        for interruption in self.interruptions.values() {
+            *by_attempt.entry(interruption.attempt).or_default() += 1;
+        }
+        by_attempt
+            .into_iter()
+            .map(|(attempt, interruptions)| {
+                let ended_by_eviction = self
+                    .results
+                    .get(&attempt)
+                    .is_some_and(|r| r.outcome == Outcome::InfraFailed && r.error.as_deref() == Some(EVICTED_PREFIX));
+                crate::interruption::preempted_runs(interruptions, ended_by_eviction)
+            })
+            .sum()
+    }
+}
+
+/// How the controller's record of an evicted attempt's error starts (its `InfraReason`).
+const EVICTED_PREFIX: &str = "Evicted:";
 
 /// What scheduling and the summary read of an attempt's `result.json`, held in memory for every
 /// attempt of a run (a controller holds 100,000 of them): about a fifth of a [`TrialResult`].
@@ -161,15 +201,36 @@ impl StoredRun {
     }
 
     /// Spend recorded so far: every finished attempt, infrastructure failures included (their
-    /// tokens were paid for), and every verdict.
+    /// tokens were paid for), every interrupted run, and every verdict.
     pub fn spent_usd(&self) -> f64 {
         self.trials
             .values()
             .map(|t| {
                 t.results.values().filter_map(|r| r.cost_usd).sum::<f64>()
+                    + t.interruptions.values().map(|i| i.cost_usd).sum::<f64>()
                     + t.verdicts.values().map(|v| v.spend().cost_usd).sum::<f64>()
             })
             .sum()
+    }
+
+    /// Runs of the run's attempts that were preempted and run again
+    /// ([`StoredTrial::preempted_runs`]).
+    pub fn preempted_runs(&self) -> u32 {
+        self.trials.values().map(StoredTrial::preempted_runs).sum()
+    }
+
+    /// Records a stopped run's spend (once: the same record seen again replaces itself).
+    pub fn insert_interruption(&mut self, interruption: &Interruption) {
+        let key = (interruption.attempt, interruption.started_at.timestamp_millis());
+        self.trials.entry(interruption.trial_id.clone()).or_default().interruptions.insert(
+            key,
+            HeldInterruption {
+                attempt: interruption.attempt,
+                usage: interruption.usage,
+                cost_usd: interruption.cost_usd,
+                unpriced_calls: interruption.unpriced_calls,
+            },
+        );
     }
 
     /// [`StoredRun::final_result`], shared.
@@ -211,11 +272,12 @@ impl StoredRun {
     }
 
     /// What the trial's attempts other than `final_attempt` spent (all of them when it has no
-    /// final result); `None` when it has no such attempt.
+    /// final result), and its interrupted runs; `None` when it has neither.
     pub fn earlier_spend(&self, trial: &str, final_attempt: Option<u32>) -> Option<Box<AttemptsSpend>> {
         let mut spend = AttemptsSpend::default();
         let mut any = false;
-        for held in self.trials.get(trial)?.results.values().filter(|r| Some(r.attempt) != final_attempt) {
+        let stored = self.trials.get(trial)?;
+        for held in stored.results.values().filter(|r| Some(r.attempt) != final_attempt) {
             any = true;
             spend.usage += held.usage;
             match held.cost_usd {
@@ -223,6 +285,14 @@ impl StoredRun {
                 None => spend.unpriced_calls += held.model_calls,
             }
         }
+        // Interrupted runs are in no result, the final attempt's included.
+        for interruption in stored.interruptions.values() {
+            any = true;
+            spend.usage += interruption.usage;
+            spend.cost_usd += interruption.cost_usd;
+            spend.unpriced_calls += interruption.unpriced_calls;
+        }
+        spend.preempted_runs = stored.preempted_runs();
         any.then(|| Box::new(spend))
     }
 
@@ -288,12 +358,13 @@ impl StoredRun {
             let parts: Vec<&str> = key.split('/').collect();
             let [_, _, _, trial, attempt, file] = parts.as_slice() else { return None };
             let number = attempt.strip_prefix("attempt-").and_then(|n| n.parse::<u32>().ok())?;
-            let is_result = match *file {
-                "result.json" => true,
-                "verdicts.json" => false,
+            let kind = match *file {
+                "result.json" => StoredKind::Result,
+                "verdicts.json" => StoredKind::Verdicts,
+                name if Interruption::is_file_name(name) => StoredKind::Interruption,
                 _ => return None,
             };
-            Some((trial.to_string(), number, is_result, key))
+            Some((trial.to_string(), number, kind, key))
         });
         // A FuturesUnordered filled by hand rather than a stream of closures: closures borrowing
         // `store` make the caller's future fail rustc's `Send` inference (a known limitation).
@@ -308,8 +379,18 @@ impl StoredRun {
             // Each file is parsed and reduced as it arrives: a big run's files are never all in
             // memory at once.
             let Some(file) = reading.next().await else { break };
-            let (trial, number, is_result, key, bytes) = file?;
-            if is_result {
+            let (trial, number, kind, key, bytes) = file?;
+            if kind == StoredKind::Interruption {
+                // As the controller reads them (`record::read_interruptions`): one that does not
+                // read is named in `unreadable`, and the rest of the run is read.
+                match serde_json::from_slice::<Interruption>(&bytes) {
+                    Ok(record) if record.trial_id == trial && record.attempt == number => {
+                        state.insert_interruption(&record)
+                    }
+                    Ok(_) => state.unreadable.push(format!("{}: names another trial or attempt", store.uri(&key))),
+                    Err(e) => state.unreadable.push(format!("{}: {e}", store.uri(&key))),
+                }
+            } else if kind == StoredKind::Result {
                 let result: TrialResult = serde_json::from_slice(&bytes)
                     .with_context(|| format!("{} is not a valid trial result", store.uri(&key)))?;
                 if result.trial_id != trial || result.attempt != number {
@@ -339,15 +420,23 @@ impl StoredRun {
     }
 }
 
-/// One stored file: (trial, attempt, whether it is `result.json`, key, bytes).
-type StoredFile = (String, u32, bool, String, Vec<u8>);
+/// Which of an attempt's files a stored file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StoredKind {
+    Result,
+    Verdicts,
+    Interruption,
+}
+
+/// One stored file: (trial, attempt, kind, key, bytes).
+type StoredFile = (String, u32, StoredKind, String, Vec<u8>);
 
 async fn read_stored<S: ResultStore>(
     store: &S,
-    (trial, number, is_result, key): (String, u32, bool, String),
+    (trial, number, kind, key): (String, u32, StoredKind, String),
 ) -> anyhow::Result<StoredFile> {
     let bytes = store.get(&key).await?.with_context(|| format!("{key} vanished"))?;
-    Ok((trial, number, is_result, key, bytes))
+    Ok((trial, number, kind, key, bytes))
 }
 
 /// Reduces verdicts to what the summary reads: CRBugBench votes become their rating matrix
@@ -420,6 +509,92 @@ mod tests {
         let unpriced = TrialResult { attempt: 4, cost_usd: None, ..ok };
         run.insert_result(&unpriced);
         assert_eq!(run.earlier_spend("t1", Some(2)).unwrap().unpriced_calls, 3);
+    }
+
+    fn interruption(attempt: u32, started_ms: i64, cost_usd: f64) -> Interruption {
+        let at = chrono::DateTime::from_timestamp_millis(started_ms).unwrap();
+        Interruption {
+            schema: crate::interruption::INTERRUPTION_SCHEMA.into(),
+            run: "r".into(),
+            variant_id: "v1".into(),
+            trial_id: "t1".into(),
+            attempt,
+            started_at: at,
+            interrupted_at: at,
+            usage: Usage { input_tokens: 100, output_tokens: 10, ..Usage::default() },
+            cost_usd,
+            unpriced_calls: 0,
+            model_calls: 1,
+            signal: "SIGTERM".into(),
+        }
+    }
+
+    fn result(attempt: u32, outcome: Outcome, error: Option<&str>) -> TrialResult {
+        serde_json::from_value(serde_json::json!({
+            "schema": "lightsout.dev/trial-result/v1", "run": "r", "variant_id": "v1", "variant": "m/low",
+            "trial_id": "t1", "task_id": "task", "repeat": 0, "attempt": attempt, "outcome": outcome,
+            "error": error, "harness": {"name": "single-shot", "version": "1.0.0"},
+            "model": "m", "provider": "p", "prompt_sha256": "ab".repeat(32),
+            "started_at": "2026-12-01T08:00:00Z", "finished_at": "2026-12-01T08:10:00Z", "duration_ms": 1,
+            "usage": {"input_tokens": 1, "output_tokens": 1, "cached_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0},
+            "cost_usd": 1.0, "model_calls": 1, "findings": 0, "review_words": 0,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn interrupted_runs_add_their_spend_once_and_count_as_preempted_unless_an_eviction_ended_the_attempt() {
+        let mut run = StoredRun::default();
+        // Attempt 1: stopped twice by its queue, then evicted (the controller's record).
+        run.insert_interruption(&interruption(1, 1_000, 0.25));
+        run.insert_interruption(&interruption(1, 2_000, 0.5));
+        run.insert_interruption(&interruption(1, 2_000, 0.5)); // read again after the scan
+        run.insert_interruption(&interruption(1, 3_000, 0.125));
+        run.insert_result(&result(1, Outcome::InfraFailed, Some("Evicted: the node was drained")));
+        // Attempt 2: stopped once, then it ran to its review.
+        run.insert_interruption(&interruption(2, 4_000, 1.0));
+        run.insert_result(&result(2, Outcome::Ok, None));
+        assert_eq!(run.trials["t1"].preempted_runs(), 2 + 1, "the eviction is attempt 1's failure, not a preemption");
+        assert_eq!(run.preempted_runs(), 3);
+        let spend = run.earlier_spend("t1", Some(2)).unwrap();
+        // Attempt 1's result (1.0) and every interruption, the final attempt's included, once each.
+        assert_eq!(spend.cost_usd, 1.0 + 0.25 + 0.5 + 0.125 + 1.0);
+        assert_eq!(spend.usage.input_tokens, 1 + 4 * 100);
+        assert_eq!(spend.preempted_runs, 3);
+        assert_eq!(run.spent_usd(), 2.0 + 0.25 + 0.5 + 0.125 + 1.0);
+        // A worker's own infrastructure failure is not an eviction: the stopped run before it was
+        // preempted.
+        let mut run = StoredRun::default();
+        run.insert_interruption(&interruption(1, 1_000, 0.0));
+        run.insert_result(&result(1, Outcome::InfraFailed, Some("the provider answered 503")));
+        assert_eq!(run.preempted_runs(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_scan_reads_interruption_records_and_names_those_it_cannot_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::results::LocalStore::new(dir.path());
+        let layout = RunLayout::new("r");
+        let record = interruption(1, 1_000, 0.5);
+        store
+            .put(&layout.artifact("v1", "t1", 1, &record.file_name()), &serde_json::to_vec(&record).unwrap())
+            .await
+            .unwrap();
+        store.put(&layout.artifact("v1", "t1", 1, "interrupted-2000.json"), b"{not json").await.unwrap();
+        let elsewhere = interruption(2, 3_000, 0.5);
+        store
+            .put(&layout.artifact("v1", "t1", 1, "interrupted-3000.json"), &serde_json::to_vec(&elsewhere).unwrap())
+            .await
+            .unwrap();
+        let scanned = StoredRun::scan(&store, &layout).await.unwrap();
+        assert_eq!(scanned.spent_usd(), 0.5);
+        assert_eq!(scanned.unreadable.len(), 2, "{:?}", scanned.unreadable);
+        assert!(scanned.unreadable.iter().any(|u| u.contains("interrupted-2000.json")), "{:?}", scanned.unreadable);
+        assert!(
+            scanned.unreadable.iter().any(|u| u.contains("names another trial or attempt")),
+            "{:?}",
+            scanned.unreadable
+        );
     }
 
     #[test]

@@ -103,6 +103,10 @@ pub struct OutcomeCounts {
     /// missing judge votes leave a pair undecided (all `ok` trials of a run without judges).
     #[serde(default)]
     pub unjudged: u32,
+    /// Runs of attempts that were preempted (their queue stopped them) and run again: not
+    /// trials and not outcomes, and no infrastructure failure; their spend is in the totals.
+    #[serde(default)]
+    pub preempted: u32,
 }
 
 impl OutcomeCounts {
@@ -291,6 +295,9 @@ pub struct AttemptsSpend {
     pub cost_usd: f64,
     /// Model calls of attempts whose cost is unknown (no price).
     pub unpriced_calls: u32,
+    /// Runs of the trial's attempts that were preempted and run again
+    /// ([`crate::interruption`]).
+    pub preempted_runs: u32,
 }
 
 /// How a run is scored, from its spec.
@@ -429,6 +436,7 @@ fn summarise_variant(
             agent_tokens += earlier.usage;
             spend.agent_usd += earlier.cost_usd;
             spend.unpriced_calls += earlier.unpriced_calls;
+            trials.preempted += earlier.preempted_runs;
         }
         let Some(result) = &record.result else {
             trials.pending += 1;
@@ -758,6 +766,7 @@ pub fn totals(variants: &[VariantSummary]) -> (OutcomeCounts, SpendSummary) {
         trials.budget_exceeded += v.trials.budget_exceeded;
         trials.infra_failed += v.trials.infra_failed;
         trials.unjudged += v.trials.unjudged;
+        trials.preempted += v.trials.preempted;
         spend.agent_usd += v.spend.agent_usd;
         spend.judge_usd += v.spend.judge_usd;
         spend.unpriced_calls += v.spend.unpriced_calls;

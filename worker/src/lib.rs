@@ -5,6 +5,7 @@
 pub mod agent_files;
 pub mod agent_process;
 pub mod harness;
+pub mod interruption;
 /// The job a trial pod runs (shared with the controller, which writes it).
 pub use lightsout_core::pod_job as job;
 pub mod local;

@@ -347,6 +347,9 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
                                     .map_or_else(crate::scratch::scratch_mib, |m| m.max(1) as u64),
                                 provider_stall_timeout: config.provider_stall_timeout,
                             }),
+                            // Under `lightsout run` a stopped process leaves its attempt
+                            // unfinished, and the next run does it again from zero.
+                            spend: Default::default(),
                         };
                         let artifacts = match run_trial(&job, client, pricing, store, config.upload_deadline).await {
                             Ok(artifacts) => artifacts,

@@ -22,8 +22,9 @@ use std::process::ExitCode;
 use lightsout_core::api::{HarnessName, HarnessRef};
 use lightsout_core::model::{ModelClient, RateLimitPolicy, RetryPolicy};
 use lightsout_core::pricing::PricingTable;
-use lightsout_core::trial::{Outcome, TrialSummary};
+use lightsout_core::trial::{Outcome, TrialResult, TrialSummary};
 use lightsout_s3::Results;
+use lightsout_worker::interruption::{self, SpendSoFar};
 use lightsout_worker::job::PodJob;
 use lightsout_worker::trial::{run_trial, AgentSetup, SandboxLauncher, TrialJob};
 use lightsout_worker::{harness, sandbox};
@@ -109,6 +110,16 @@ fn run_job(file: &std::path::Path) -> ExitCode {
         }
     };
     runtime.block_on(async move {
+        // Before anything is spent: a stopped pod's worker records what it spent (see
+        // `interruption`), instead of the default action (in a container the worker is PID 1,
+        // which ignores SIGTERM until the kubelet's SIGKILL).
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(e) => {
+                eprintln!("lightsout-worker: handling SIGTERM: {e}");
+                return ExitCode::from(EXIT_INFRA);
+            }
+        };
         let store = match Results::open(&job.results, job.s3.as_ref(), None) {
             Ok(store) => store,
             Err(e) => {
@@ -116,6 +127,21 @@ fn run_job(file: &std::path::Path) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        // A Job its queue admitted again after its pod had stored the attempt's result (Kueue
+        // preempted it while it was exiting): the attempt is done; running it again would
+        // replace its result, and the calls that result counts would be counted nowhere.
+        if let Some(stored) = stored_result(&store, &job).await {
+            let message = TrialSummary::of(&stored).to_termination_message();
+            if let Err(e) = std::fs::write(&job.termination_log, &message) {
+                eprintln!("lightsout-worker: writing {}: {e}", job.termination_log.display());
+            }
+            println!("{message}");
+            eprintln!(
+                "lightsout-worker: attempt {} of trial {} is already stored; not run again",
+                job.attempt, job.trial_id
+            );
+            return if stored.outcome == Outcome::InfraFailed { ExitCode::from(EXIT_INFRA) } else { ExitCode::SUCCESS };
+        }
         let harness_root = job.harness_root.clone().unwrap_or_else(harness::default_root);
         let installed = match harness::install(&job.variant.harness, &harness_root).await {
             Ok(installed) => installed,
@@ -162,6 +188,7 @@ fn run_job(file: &std::path::Path) -> ExitCode {
             max_tokens: job.max_tokens,
             max_usd: job.max_usd,
             agent,
+            spend: SpendSoFar::default(),
         };
         // The request timeout outlasts the time limit, which `single-shot` enforces itself and
         // classifies (a provider failing when it runs out is an infrastructure failure).
@@ -172,7 +199,28 @@ fn run_job(file: &std::path::Path) -> ExitCode {
             RateLimitPolicy::default(),
         );
         let deadline = std::time::Duration::from_secs(job.upload_deadline_seconds);
-        match run_trial(&trial, &client, &PricingTable::default(), &store, deadline).await {
+        let started_at = chrono::Utc::now();
+        let pricing = PricingTable::default();
+        let mut attempt = Box::pin(run_trial(&trial, &client, &pricing, &store, deadline));
+        let finished = tokio::select! {
+            finished = &mut attempt => finished,
+            _ = terminate.recv() => {
+                if trial.spend.publishing() {
+                    // Its calls are over and in the result being stored: finish storing it
+                    // (within the grace period), or the record would count them a second time.
+                    attempt.await
+                } else {
+                    // Dropping the attempt kills the agent's sandbox (and everything in it) and
+                    // stops the metering proxy: no call is made after the spend is read.
+                    drop(attempt);
+                    if let Some(agent) = &trial.agent {
+                        lightsout_worker::scratch::remove(&agent.scratch, true);
+                    }
+                    return stopped(&trial, &store, started_at).await;
+                }
+            }
+        };
+        match finished {
             Ok(artifacts) => {
                 let message = TrialSummary::of(&artifacts.result).to_termination_message();
                 if let Err(e) = std::fs::write(&job.termination_log, &message) {
@@ -191,6 +239,35 @@ fn run_job(file: &std::path::Path) -> ExitCode {
             }
         }
     })
+}
+
+/// The attempt's `result.json`, when the store already holds it (for this trial and attempt).
+/// A store that cannot be read now is not a reason to stop: the attempt runs, and its upload
+/// waits out the outage.
+async fn stored_result(store: &Results, job: &PodJob) -> Option<TrialResult> {
+    use lightsout_core::results::{ResultStore, RunLayout};
+    let key = RunLayout::new(&job.run).artifact(&job.variant.id, &job.trial_id, job.attempt, "result.json");
+    let bytes = store.get(&key).await.ok()??;
+    let result: TrialResult = serde_json::from_slice(&bytes).ok()?;
+    (result.trial_id == job.trial_id && result.attempt == job.attempt).then_some(result)
+}
+
+/// SIGTERM before the attempt's calls were over: records what they spent, and ends the attempt
+/// as an infrastructure failure (the pod is going away; its next run does the attempt again).
+async fn stopped(trial: &TrialJob, store: &Results, started_at: chrono::DateTime<chrono::Utc>) -> ExitCode {
+    let record = interruption::interruption(trial, trial.spend.get(), started_at, chrono::Utc::now(), "SIGTERM");
+    match interruption::record(store, &record).await {
+        Ok(()) => eprintln!(
+            "lightsout-worker: stopped (SIGTERM) after {} finished model calls; their spend is stored in {}",
+            record.model_calls,
+            record.file_name()
+        ),
+        Err(e) => eprintln!(
+            "lightsout-worker: stopped (SIGTERM) after {} finished model calls; storing their spend failed: {e}",
+            record.model_calls
+        ),
+    }
+    ExitCode::from(EXIT_INFRA)
 }
 
 fn usage() -> ExitCode {

@@ -22,6 +22,7 @@ use lightsout_s3::{Artifact, Uploader};
 use crate::agent_files::{self, AgentFiles, Refusal};
 use crate::agent_process::{self, AgentExit, Limits};
 use crate::harness::{AgentContext, Installed, SingleShot, SINGLE_SHOT_VERSION};
+use crate::interruption::SpendSoFar;
 use crate::proxy::{MeteringProxy, ProxyConfig};
 use crate::sandbox::SandboxArgs;
 use crate::sandbox_init::Report;
@@ -50,6 +51,9 @@ pub struct TrialJob {
     pub max_usd: Option<f64>,
     /// How to run an agentic harness (everything but single-shot).
     pub agent: Option<AgentSetup>,
+    /// Kept up to date with every finished model call, for the record a stopped worker writes
+    /// ([`crate::interruption`]).
+    pub spend: SpendSoFar,
 }
 
 /// What an agentic harness needs besides the job: where it is installed, the repository to
@@ -259,6 +263,7 @@ pub async fn run_trial<S: ResultStore + Clone>(
         isolation,
     };
     artifacts.push(Artifact::new(key("result.json"), serde_json::to_vec_pretty(&result)?));
+    job.spend.set_publishing();
     publish(store, &job.run, &job.trial_id, job.attempt, artifacts, upload_deadline).await?;
     Ok(TrialArtifacts { result, review })
 }
@@ -293,7 +298,7 @@ async fn run_agent(job: &TrialJob, client: &ModelClient, pricing: &PricingTable)
         return run_agentic(job, setup, pricing).await;
     }
     let run = match job.variant.harness.name {
-        HarnessName::SingleShot => single_shot(job, client).await,
+        HarnessName::SingleShot => single_shot(job, client, pricing).await,
         other => AgentRun::Failed {
             outcome: Outcome::InfraFailed,
             error: crate::harness::unavailable_reason(other),
@@ -308,9 +313,9 @@ async fn run_agent(job: &TrialJob, client: &ModelClient, pricing: &PricingTable)
 /// The built-in harness: one model call; under the `swe-prbench` prompt, the reference
 /// harness's call sequence instead ([`swe_prbench_single_shot`]). The time limit covers every
 /// call.
-async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
+async fn single_shot(job: &TrialJob, client: &ModelClient, pricing: &PricingTable) -> AgentRun {
     if job.variant.prompt.preset == Some(PromptPreset::SwePrBench) {
-        return swe_prbench_single_shot(job, client).await;
+        return swe_prbench_single_shot(job, client, pricing).await;
     }
     let harness = SingleShot { client, endpoint: &job.endpoint };
     let deadline = tokio::time::Instant::now() + job.timeout;
@@ -325,6 +330,7 @@ async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
     match harness.review(request, deadline).await {
         Ok(completion) => {
             spent.add(&completion);
+            meter(job, pricing, &completion);
             AgentRun::Reviewed {
                 text: completion.text,
                 usage: spent.usage,
@@ -335,6 +341,11 @@ async fn single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
         }
         Err(error) => spent.failed(error, job.timeout),
     }
+}
+
+/// Adds a finished single-shot call to the attempt's [`SpendSoFar`].
+fn meter(job: &TrialJob, pricing: &PricingTable, completion: &lightsout_core::model::Completion) {
+    job.spend.add(completion.usage, pricing.cost(&job.variant.model.name, &completion.usage), completion.attempts);
 }
 
 /// Model calls made so far by the single-shot harness.
@@ -376,7 +387,7 @@ impl CallsSpent {
 /// parse, the retry message (render + the harness's suffix) up to 2 attempts; `max_tokens` as
 /// the harness sets it. A provider failure or the time limit ends the sequence as any trial's
 /// call (the harness would count it as a failed attempt; here it is never the model's doing).
-async fn swe_prbench_single_shot(job: &TrialJob, client: &ModelClient) -> AgentRun {
+async fn swe_prbench_single_shot(job: &TrialJob, client: &ModelClient, pricing: &PricingTable) -> AgentRun {
     use lightsout_core::swe_prbench::harness::agent::{run_agent, AgentCallKind, DEFAULT_AGENT_MAX_TOKENS};
     let harness = SingleShot { client, endpoint: &job.endpoint };
     let deadline = tokio::time::Instant::now() + job.timeout;
@@ -404,6 +415,7 @@ async fn swe_prbench_single_shot(job: &TrialJob, client: &ModelClient) -> AgentR
                     let mut now = spent.get();
                     now.add(&completion);
                     spent.set(now);
+                    meter(job, pricing, &completion);
                     Ok(Ok(completion.text))
                 }
                 Err(error) => Err(spent.get().failed(error, job.timeout)),
@@ -529,6 +541,7 @@ async fn run_agentic_in_scratch(
         Ok(proxy) => proxy,
         Err(e) => return infra(format!("starting the metering proxy: {e}")),
     };
+    proxy.report_spend_to(job.spend.clone());
     let proxy_base_url = match network_sandbox {
         true => format!("http://127.0.0.1:{SANDBOX_PROXY_PORT}/v1"),
         false => proxy.base_url(),

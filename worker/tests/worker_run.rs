@@ -14,18 +14,24 @@ use lightsout_core::validate::parse_run;
 use lightsout_worker::job::{PodJob, ProviderEndpoint};
 
 fn job(base_url: &str, results: &Path, termination: &Path) -> PodJob {
+    job_with_harness("{name: single-shot, version: \"1.0.0\"}", base_url, results, termination)
+}
+
+fn job_with_harness(harness: &str, base_url: &str, results: &Path, termination: &Path) -> PodJob {
     let spec = parse_run(
-        r#"
+        &format!(
+            r#"
 apiVersion: lightsout.dev/v1alpha1
 kind: EvaluationRun
-metadata: {name: pod}
+metadata: {{name: pod}}
 spec:
-  dataset: {format: crbugbench, source: "file://x"}
-  agent: {harness: {name: single-shot, version: "1.0.0"}}
-  matrix: {models: [{name: gpt-5-mini, provider: p}]}
-  providers: {p: {baseUrl: "http://x", apiKind: openai-chat}}
-  storage: {results: "file://x"}
-"#,
+  dataset: {{format: crbugbench, source: "file://x"}}
+  agent: {{harness: {harness}}}
+  matrix: {{models: [{{name: gpt-5-mini, provider: p}}]}}
+  providers: {{p: {{baseUrl: "http://x", apiKind: openai-chat}}}}
+  storage: {{results: "file://x"}}
+"#
+        ),
         "job",
     )
     .unwrap()
@@ -33,9 +39,15 @@ spec:
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl");
     let task = load_file(DatasetFormat::CrBugBench, &sample).unwrap().tasks.remove(0).task;
     let variant = variants(&spec).remove(0);
+    let single_shot = variant.harness.name == lightsout_core::api::HarnessName::SingleShot;
     PodJob {
         run: "pod".into(),
-        prompt: review_prompt(&variant.prompt, &task, None),
+        prompt: if single_shot {
+            review_prompt(&variant.prompt, &task, None)
+        } else {
+            lightsout_core::prompts::agentic_review_prompt(&variant.prompt, &task, None)
+        },
+        base_tree: (!single_shot).then(|| lightsout_core::workspace::local_base_tree(&sample, &task.repo)),
         trial_id: lightsout_core::plan::trial_id(&variant.id, &task.id, 0),
         variant,
         task,
@@ -56,7 +68,6 @@ spec:
         scratch_mib: None,
         results: format!("file://{}", results.display()),
         s3: None,
-        base_tree: None,
         harness_root: None,
         termination_log: termination.to_path_buf(),
         upload_deadline_seconds: 5,
@@ -135,4 +146,82 @@ fn a_bad_job_names_the_field() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// A pod stopped mid-attempt (Kueue preempting its Job, an eviction): the worker gets SIGTERM
+/// while a real harness (mini-swe-agent) is between model calls. It stops the agent (nothing of
+/// it is left running), stores what the calls it made cost as an `interrupted-<ms>.json` record
+/// (no `result.json`: the attempt is not done), and the run's summary counts that spend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_worker_records_what_its_calls_spent_and_leaves_nothing_running() {
+    use lightsout_core::results::{LocalStore, RunLayout};
+    use lightsout_core::stored::StoredRun;
+    let server = ScriptedServer::start(ScriptedConfig {
+        expected_api_key: Some("pod-secret".into()),
+        faults: Faults { delay_ms: 1500, ..Default::default() },
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (results, termination) = (dir.path().join("results"), dir.path().join("termination-log"));
+    let mut job =
+        job_with_harness("{name: mini-swe-agent, version: \"2.4.6\"}", &server.base_url(), &results, &termination);
+    job.timeout_seconds = 120;
+    let file = write(dir.path(), &job);
+    let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_lightsout-worker"))
+        .args(["run", "--job"])
+        .arg(&file)
+        .env("POD_KEY", "pod-secret")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Two model requests seen: the agent has had at least one answer (it calls one at a time).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while server.requests().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "mini-swe-agent made no second call");
+        assert!(worker.try_wait().unwrap().is_none(), "the worker ended before it was stopped");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // SAFETY: signals a child of this test.
+    unsafe { libc::kill(worker.id() as libc::pid_t, libc::SIGTERM) };
+    let stopped_at = std::time::Instant::now();
+    let output = tokio::task::spawn_blocking(move || worker.wait_with_output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stopped_at.elapsed() < std::time::Duration::from_secs(15), "took {:?}: {stderr}", stopped_at.elapsed());
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("stopped (SIGTERM)"), "{stderr}");
+
+    let attempt = results.join(format!("runs/pod/{}/{}/attempt-1", job.variant.id, job.trial_id));
+    assert!(!attempt.join("result.json").exists(), "a stopped attempt is not done");
+    let records: Vec<_> = std::fs::read_dir(&attempt)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("interrupted-"))
+        .collect();
+    assert_eq!(records.len(), 1, "{stderr}");
+    let record: lightsout_core::interruption::Interruption =
+        serde_json::from_slice(&std::fs::read(records[0].path()).unwrap()).unwrap();
+    let answered = server.requests().len() as u32;
+    assert!(record.model_calls >= 1 && record.model_calls <= answered, "{record:?}, {answered} requests");
+    assert!(record.usage.output_tokens > 0 && record.cost_usd > 0.0, "{record:?}");
+    assert_eq!(
+        (record.trial_id.as_str(), record.attempt, record.signal.as_str()),
+        (job.trial_id.as_str(), 1, "SIGTERM")
+    );
+    // Nothing the agent started is left: no process runs in its scratch directory.
+    let scratch = std::env::temp_dir().join(format!("lightsout-{}-1", job.trial_id));
+    for entry in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
+        if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
+            assert!(!cwd.starts_with(&scratch), "process {:?} still runs in {}", entry.file_name(), cwd.display());
+        }
+    }
+    assert!(!scratch.exists(), "the scratch space is removed");
+
+    // The store's reader counts it: in the trial's spend beside its attempts, in the run's.
+    let stored = StoredRun::scan(&LocalStore::new(&results), &RunLayout::new("pod")).await.unwrap();
+    let spend = stored.earlier_spend(&job.trial_id, None).unwrap();
+    assert_eq!((spend.usage, spend.cost_usd), (record.usage, record.cost_usd));
+    assert_eq!(stored.spent_usd(), record.cost_usd);
+    // Its attempt has no result yet: the run that follows may still be stopped.
+    assert_eq!(spend.preempted_runs, 1);
 }

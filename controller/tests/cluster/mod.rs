@@ -473,3 +473,19 @@ pub async fn attempt_outcomes(moto: &moto::Moto, run: &str) -> Vec<(String, serd
     outcomes.sort_by(|a, b| a.0.cmp(&b.0));
     outcomes
 }
+
+/// The keys of the run's stored files whose key contains `part`, sorted.
+pub async fn stored_keys(moto: &moto::Moto, run: &str, part: &str) -> Vec<String> {
+    use lightsout_core::results::ResultStore;
+    let mut keys: Vec<String> =
+        store(moto).list(&format!("runs/{run}/")).await.unwrap().into_iter().filter(|k| k.contains(part)).collect();
+    keys.sort();
+    keys
+}
+
+/// The run's stored `summary.json`.
+pub async fn stored_summary(moto: &moto::Moto, run: &str) -> serde_json::Value {
+    use lightsout_core::results::ResultStore;
+    let bytes = store(moto).get(&format!("runs/{run}/summary.json")).await.unwrap().expect("summary.json");
+    serde_json::from_slice(&bytes).unwrap()
+}

@@ -326,6 +326,7 @@ impl Cluster {
                     max_tokens: if end == PodEnd::AgentOverBudget { Some(1) } else { pod_job.max_tokens },
                     max_usd: pod_job.max_usd,
                     agent: None,
+                    spend: Default::default(),
                 };
                 let client = ModelClient::new(Duration::from_secs(30), RetryPolicy::default());
                 let artifacts =

@@ -58,6 +58,7 @@ pub const AGENT_TIMEOUT_MAX: &str = agent_timeout_max!();
     printcolumn(name = "Succeeded", type_ = "integer", json_path = ".status.trials.succeeded"),
     printcolumn(name = "Total", type_ = "integer", json_path = ".status.trials.total"),
     printcolumn(name = "Queued", type_ = "integer", priority = 1, json_path = ".status.trials.queued"),
+    printcolumn(name = "Preempted", type_ = "integer", priority = 1, json_path = ".status.trials.preempted"),
     printcolumn(name = "Spend USD", type_ = "number", json_path = ".status.spend.totalUSD"),
     printcolumn(name = "Score", type_ = "string", json_path = ".status.headline"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")

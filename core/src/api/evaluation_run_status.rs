@@ -48,6 +48,28 @@ pub struct EvaluationRunStatus {
     pub start_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
+    /// How the run's trial Jobs wait for their queue (`spec.queueName`); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueStatus>,
+}
+
+/// Waiting for the queue (Kueue), apart from running: admissions the controller saw (each
+/// counted once; one made while no controller ran is not seen), and since when the
+/// longest-waiting trial Job has waited.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::kubernetes_formats)]
+pub struct QueueStatus {
+    /// Trial Jobs admitted (a Job admitted again after a preemption counts again).
+    pub admitted: i64,
+    /// Their waits, from the Job's creation to its (latest) admission, in whole seconds: the
+    /// sum, the mean and the longest.
+    pub total_wait_seconds: i64,
+    pub mean_wait_seconds: i64,
+    pub longest_wait_seconds: i64,
+    /// The creation time of the trial Job waiting longest now; absent when none waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_waiting_since: Option<Time>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -66,6 +88,10 @@ pub struct TrialCounts {
     pub failed: i64,
     /// Trials that ran out of infrastructure retries; never scored.
     pub infra_failed: i64,
+    /// Runs of trial attempts that their queue (Kueue) preempted and that ran again: not
+    /// failures, and no retry spent; their spend is in `spend` (counted once each attempt ends).
+    #[serde(default)]
+    pub preempted: i64,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

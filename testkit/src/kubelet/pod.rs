@@ -469,7 +469,11 @@ pub async fn drive(
             break;
         }
     }
-    let _ = std::fs::remove_dir_all(&ctx.dir);
+    // LIGHTSOUT_TESTKIT_KEEP_PODS=1 keeps deleted pods' directories (their containers' logs) for
+    // debugging a test.
+    if std::env::var_os("LIGHTSOUT_TESTKIT_KEEP_PODS").is_none() {
+        let _ = std::fs::remove_dir_all(&ctx.dir);
+    }
 }
 
 /// The initial state of a pod's containers.

@@ -323,6 +323,17 @@ fn install_metrics_certificate(control_plane: &ControlPlane) -> anyhow::Result<(
 /// A ResourceFlavor, a ClusterQueue with `cpu` CPUs of it for every namespace, and a LocalQueue
 /// `queue` in `namespace`, all named after `namespace` (the LocalQueue `queue`).
 pub async fn create_queues(client: &kube::Client, namespace: &str, cpu: &str) {
+    create_queues_with(client, namespace, cpu, None).await;
+}
+
+/// As [`create_queues`], the ClusterQueue in the cohort `cohort` with a ResourceFlavor of that
+/// name shared by the cohort's ClusterQueues (borrowing is per flavor): what one ClusterQueue
+/// leaves unused, another of the cohort may borrow.
+pub async fn create_cohort_queues(client: &kube::Client, namespace: &str, cpu: &str, cohort: &str) {
+    create_queues_with(client, namespace, cpu, Some(cohort)).await;
+}
+
+async fn create_queues_with(client: &kube::Client, namespace: &str, cpu: &str, cohort: Option<&str>) {
     let create = async |kind: &str, plural: &str, namespaced: bool, object: serde_json::Value| {
         let resource = kueue_resource(kind, plural);
         let api: Api<DynamicObject> = if namespaced {
@@ -334,25 +345,26 @@ pub async fn create_queues(client: &kube::Client, namespace: &str, cpu: &str) {
         object["apiVersion"] = json!("kueue.x-k8s.io/v1beta1");
         object["kind"] = json!(kind);
         let object: DynamicObject = serde_json::from_value(object).unwrap();
-        api.create(&PostParams::default(), &object).await.unwrap_or_else(|e| panic!("creating {kind}: {e}"));
+        match api.create(&PostParams::default(), &object).await {
+            Ok(_) => {}
+            // The cohort's flavor, made by its first ClusterQueue's caller.
+            Err(kube::Error::Api(e)) if e.code == 409 && kind == "ResourceFlavor" => {}
+            Err(e) => panic!("creating {kind}: {e}"),
+        }
     };
-    create("ResourceFlavor", "resourceflavors", false, json!({"metadata": {"name": namespace}})).await;
-    create(
-        "ClusterQueue",
-        "clusterqueues",
-        false,
-        json!({
-            "metadata": {"name": namespace},
-            "spec": {
-                "namespaceSelector": {},
-                "resourceGroups": [{
-                    "coveredResources": ["cpu"],
-                    "flavors": [{"name": namespace, "resources": [{"name": "cpu", "nominalQuota": cpu}]}],
-                }],
-            },
-        }),
-    )
-    .await;
+    let flavor = cohort.unwrap_or(namespace);
+    create("ResourceFlavor", "resourceflavors", false, json!({"metadata": {"name": flavor}})).await;
+    let mut spec = json!({
+        "namespaceSelector": {},
+        "resourceGroups": [{
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": flavor, "resources": [{"name": "cpu", "nominalQuota": cpu}]}],
+        }],
+    });
+    if let Some(cohort) = cohort {
+        spec["cohort"] = json!(cohort);
+    }
+    create("ClusterQueue", "clusterqueues", false, json!({"metadata": {"name": namespace}, "spec": spec})).await;
     create(
         "LocalQueue",
         "localqueues",

@@ -96,6 +96,8 @@ struct Shared {
     http: reqwest::Client,
     seq: AtomicU64,
     meter: Mutex<Meter>,
+    /// Where forwarded calls are also added, for a worker stopped mid-attempt.
+    spend: std::sync::OnceLock<crate::interruption::SpendSoFar>,
 }
 
 fn lock(meter: &Mutex<Meter>) -> MutexGuard<'_, Meter> {
@@ -111,6 +113,9 @@ impl Shared {
         } else if forwarded {
             totals.calls += 1;
             totals.usage += exchange.usage;
+            if let Some(spend) = self.spend.get() {
+                spend.add(exchange.usage, exchange.cost_usd, 1);
+            }
             // A stream the agent hung up on says nothing of the provider's health.
             let hung_up = matches!(&exchange.response, ExchangeBody::Sse(raw) if raw.trim_end().ends_with(&format!("{AGENT_HUNG_UP}]")));
             if !hung_up {
@@ -207,6 +212,7 @@ impl MeteringProxy {
             http,
             seq: AtomicU64::new(0),
             meter: Mutex::new(Meter { totals: Totals::default(), exchanges: Vec::new(), log }),
+            spend: std::sync::OnceLock::new(),
         });
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
@@ -257,6 +263,11 @@ impl MeteringProxy {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Also adds every forwarded call to `spend` from now on (set once; before the agent starts).
+    pub fn report_spend_to(&self, spend: crate::interruption::SpendSoFar) {
+        let _ = self.shared.spend.set(spend);
     }
 
     pub fn totals(&self) -> Totals {
