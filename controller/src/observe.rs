@@ -22,6 +22,7 @@
 //!
 //! | seen | recorded as |
 //! | --- | --- |
+//! | Job run on another cluster ([`managed_elsewhere`]: `spec.managedBy` MultiKueue's), no pod here: active / complete / failed by its synced status | `Active` (suspended: queued) / `Finished` with no summary (its result is read from the store; none there is an infrastructure failure) / `InfraFailed{Other}` (the worker's own record wins when it wrote one) |
 //! | active Job, its pod's containers (init or `trial`) waiting with `ErrImagePull` or `ImagePullBackOff`, the pod created more than [`ObserveSettings::image_pull_grace`] ago | `InfraFailed{ImagePull}`, Job listed in [`Observed::to_delete`] |
 //! | active Job, its pod `Pending` and not scheduled (`PodScheduled` not `True`), created more than [`ObserveSettings::unscheduled_grace`] ago | `InfraFailed{NeverStarted}`, Job listed in [`Observed::to_delete`] |
 //! | active Job suspended (`spec.suspend: true`): its queue (Kueue) has not admitted it yet, or took its admission back | `Active`, counted in [`Observed::queued`]: it holds a slot, and it is waiting, never a pod that fails to start |
@@ -124,7 +125,10 @@ pub struct FinishedAttempt {
     /// Index into the plan's trials.
     pub trial: usize,
     pub attempt: u32,
-    pub summary: TrialSummary,
+    /// From the trial container's termination message; `None` for a Job that ran on another
+    /// cluster ([`managed_elsewhere`]: MultiKueue), whose pod is not here: its result is read
+    /// from the store only.
+    pub summary: Option<TrialSummary>,
     /// The outcome was decided by the controller from what the kubelet reported (the agent filled
     /// its scratch), not by the worker: no worker `result.json` is expected, and the controller
     /// writes one from `summary`.
@@ -208,12 +212,17 @@ pub fn observe(
         };
         let state = classify(job, &name, pod, trial_id, attempt, now, settings, &mut observed);
         let decided_by_controller = matches!(state, Classified::AgentFilledScratch(_));
-        if let Classified::Finished(summary) | Classified::AgentFilledScratch(summary) = &state {
+        let summary = match &state {
+            Classified::Finished(summary) | Classified::AgentFilledScratch(summary) => Some(Some(summary.clone())),
+            Classified::FinishedElsewhere => Some(None),
+            _ => None,
+        };
+        if let Some(summary) = summary {
             observed.summaries.push(FinishedAttempt {
                 job: name.clone(),
                 trial,
                 attempt,
-                summary: summary.clone(),
+                summary,
                 decided_by_controller,
             });
         }
@@ -233,7 +242,9 @@ pub fn observe(
                 }
                 AttemptState::Active
             }
-            Classified::Finished(_) | Classified::AgentFilledScratch(_) => AttemptState::Finished,
+            Classified::Finished(_) | Classified::AgentFilledScratch(_) | Classified::FinishedElsewhere => {
+                AttemptState::Finished
+            }
             Classified::Failed(at, reason) => AttemptState::InfraFailed { at, reason },
             Classified::Stuck(at, reason) => {
                 observed.to_delete.push(name);
@@ -287,6 +298,9 @@ fn admission(job: &Job, name: &str) -> Option<Admission> {
 enum Classified {
     Active,
     Finished(TrialSummary),
+    /// Complete on the cluster it was dispatched to ([`managed_elsewhere`]): the store has its
+    /// result.
+    FinishedElsewhere,
     /// Evicted for writing past the scratch limit: the agent's failure, summarised here.
     AgentFilledScratch(TrialSummary),
     Failed(DateTime<Utc>, InfraReason),
@@ -323,6 +337,13 @@ fn job_condition<'a>(job: &'a Job, type_: &str) -> Option<&'a k8s_openapi::api::
 /// Whether the Job has a terminal condition (`Complete` or `Failed` with status `True`).
 pub fn is_finished(job: &Job) -> bool {
     finish(job).is_some()
+}
+
+/// The controller a Job is managed by when it is not the cluster's own Job controller
+/// (`spec.managedBy`, Kubernetes 1.30+): MultiKueue (`kueue.x-k8s.io/multikueue`) runs such a
+/// Job's copy on a worker cluster and syncs its status back; its pods never exist here.
+pub fn managed_elsewhere(job: &Job) -> Option<&str> {
+    job.spec.as_ref()?.managed_by.as_deref().filter(|m| *m != "kubernetes.io/job-controller")
 }
 
 fn finish(job: &Job) -> Option<Finish> {
@@ -421,6 +442,19 @@ fn classify(
 ) -> Classified {
     let finished_at = || trial_terminated(pod).and_then(|t| t.finished_at.as_ref()).map(to_chrono);
     let mut error = |kind, message: String| observed.errors.push(ObserveError { job: name.to_string(), kind, message });
+    if managed_elsewhere(job).is_some() {
+        // Its pods run on another cluster: the Job's status (synced back by its manager) says
+        // whether it finished; the worker's result.json says how, and a failed Job's record,
+        // when the worker wrote one, wins over the controller's (see `record`).
+        return match finish(job) {
+            None => Classified::Active,
+            Some(Finish::Complete) => Classified::FinishedElsewhere,
+            Some(Finish::Failed) => {
+                let at = job_condition(job, "Failed").and_then(|c| c.last_transition_time.as_ref()).map(to_chrono);
+                Classified::Failed(at.unwrap_or(now), InfraReason::Other)
+            }
+        };
+    }
     match finish(job) {
         None => {
             let Some(pod) = pod else { return Classified::Active };
@@ -653,9 +687,38 @@ mod tests {
         assert_eq!(observed.summaries.len(), 1);
         let got = &observed.summaries[0];
         assert_eq!((got.job.as_str(), got.trial, got.attempt), ("j", 0, 2));
-        assert_eq!(got.summary, serde_json::from_str::<TrialSummary>(&message).unwrap());
-        assert_eq!(got.summary.findings, 2);
+        let summary = got.summary.as_ref().expect("from the termination message");
+        assert_eq!(summary, &serde_json::from_str::<TrialSummary>(&message).unwrap());
+        assert_eq!(summary.findings, 2);
         assert!(observed.errors.is_empty() && observed.to_delete.is_empty());
+    }
+
+    #[test]
+    fn a_job_run_on_another_cluster_is_judged_by_its_synced_status_and_its_stored_result() {
+        let elsewhere = |mut job: Job| {
+            job.spec = Some(
+                serde_json::from_value(json!({"managedBy": "kueue.x-k8s.io/multikueue", "template": {}})).unwrap(),
+            );
+            job
+        };
+        // Running there: active, though no pod is here (never taken for one that fails to start).
+        let (state, observed) = one(elsewhere(job("j", 0, "1", json!([]))), None, 36_000);
+        assert_eq!(state, TrialState::Active { attempt: 1 });
+        assert!(observed.errors.is_empty() && observed.to_delete.is_empty());
+        // Complete there: finished at once, its result to be read from the store.
+        let (state, observed) = one(elsewhere(complete("j", 0, 2)), None, 300);
+        assert_eq!(state, TrialState::Finished { attempt: 2 });
+        assert_eq!(observed.summaries.len(), 1);
+        assert!(observed.summaries[0].summary.is_none() && !observed.summaries[0].decided_by_controller);
+        assert!(observed.errors.is_empty(), "no pod is not an unreadable summary: {:?}", observed.errors);
+        // Failed there: an infrastructure failure unless the worker stored otherwise.
+        let (state, _) = one(elsewhere(failed("j", 0, 1, "BackoffLimitExceeded")), None, 300);
+        assert!(matches!(state, TrialState::InfraFailed { attempt: 1, reason: InfraReason::Other, .. }), "{state:?}");
+        // The Job controller's own name is not elsewhere.
+        let mut own = job("j", 0, "1", json!([]));
+        own.spec =
+            Some(serde_json::from_value(json!({"managedBy": "kubernetes.io/job-controller", "template": {}})).unwrap());
+        assert_eq!(managed_elsewhere(&own), None);
     }
 
     #[test]
@@ -799,10 +862,11 @@ mod tests {
         assert_eq!(observed.summaries.len(), 1);
         let finished = &observed.summaries[0];
         assert!(finished.decided_by_controller, "no worker record is expected");
-        assert_eq!(finished.summary.outcome, Outcome::AgentFailed);
-        assert_eq!(finished.summary.duration_ms, 180_000, "from the pod's start to the Job's failure");
-        assert_eq!(finished.summary.cost_usd, None, "the usage went with the pod: unknown, not zero");
-        let error = finished.summary.error.as_deref().unwrap();
+        let summary = finished.summary.as_ref().unwrap();
+        assert_eq!(summary.outcome, Outcome::AgentFailed);
+        assert_eq!(summary.duration_ms, 180_000, "from the pod's start to the Job's failure");
+        assert_eq!(summary.cost_usd, None, "the usage went with the pod: unknown, not zero");
+        let error = summary.error.as_deref().unwrap();
         assert!(error.contains("scratch") && error.contains("4096Mi"), "{error}");
 
         // Another volume, the pod's total ephemeral storage or memory pressure: the infrastructure's.

@@ -85,10 +85,10 @@ pub(crate) async fn record_finished(
             other => {
                 let job = jobs.get(&(trial.id.as_str(), finished.attempt)).copied();
                 let (at, attempt) = (now, finished.attempt);
-                let record = if other.is_none() && finished.decided_by_controller {
+                let decided = finished.summary.as_ref().filter(|_| other.is_none() && finished.decided_by_controller);
+                let record = if let Some(summary) = decided {
                     // The kubelet ended the attempt for the agent's doing (see `observe`); the
                     // worker could not write its record, so the controller does, from the summary.
-                    let summary = &finished.summary;
                     let error = summary.error.clone().unwrap_or_default();
                     let mut record =
                         controller_result(run, prepared, finished.trial, attempt, job, at, summary.outcome, error);

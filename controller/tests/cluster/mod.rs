@@ -77,16 +77,21 @@ pub fn control_plane() -> Option<&'static ControlPlane> {
     INSTALLED.get_or_init(|| {
         let installed = helm_install(control_plane);
         assert!(installed.status.success(), "helm install: {}{}", stdout(&installed), stderr(&installed));
-        let worker = workspace_binary("lightsout-worker");
-        control_plane.images.add(WORKER_IMAGE, Image::on_host_base().with("/lightsout-worker", worker));
-        // Task images: the sample dataset's tasks name theirs; Debian-like, with the repository
-        // under review at /repo (the single-shot harness reads none of it).
-        let repo = control_plane.scratch_dir("task-repo");
-        for image in [TASK_IMAGE, "node:22-slim", "python:3.12-slim"] {
-            control_plane.images.add(image, Image::on_host_base().with("/repo", &repo));
-        }
+        add_trial_images(control_plane);
     });
     Some(control_plane)
+}
+
+/// The images trial pods run, for `control_plane`'s kubelet: the worker's, and the task images
+/// the sample dataset's tasks name (Debian-like, with the repository under review at /repo; the
+/// single-shot harness reads none of it).
+pub fn add_trial_images(control_plane: &ControlPlane) {
+    let worker = workspace_binary("lightsout-worker");
+    control_plane.images.add(WORKER_IMAGE, Image::on_host_base().with("/lightsout-worker", worker));
+    let repo = control_plane.scratch_dir("task-repo");
+    for image in [TASK_IMAGE, "node:22-slim", "python:3.12-slim"] {
+        control_plane.images.add(image, Image::on_host_base().with("/repo", &repo));
+    }
 }
 
 /// `helm install lightsout charts/lightsout` into [`SYSTEM_NAMESPACE`], the Deployment at zero
@@ -155,7 +160,13 @@ pub struct TestNamespace {
 
 impl TestNamespace {
     pub async fn create(control_plane: &ControlPlane, prefix: &str) -> TestNamespace {
-        let name = format!("{prefix}-{}", unique());
+        TestNamespace::create_named(control_plane, &format!("{prefix}-{}", unique())).await
+    }
+
+    /// [`TestNamespace::create`] with the exact name `name` (a worker cluster's namespace is
+    /// the manager's).
+    pub async fn create_named(control_plane: &ControlPlane, name: &str) -> TestNamespace {
+        let name = name.to_string();
         let client = control_plane.client().await;
         let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name, "labels": {
             "pod-security.kubernetes.io/enforce": "restricted",

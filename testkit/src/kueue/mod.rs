@@ -148,7 +148,11 @@ impl Kueue {
             "integrations": {"frameworks": ["batch/job"]},
             // Its aggregated API server would listen on the fixed port 8082, which concurrent
             // test binaries share.
-            "featureGates": {"VisibilityOnDemand": false},
+            // MultiKueue dispatches batch/v1 Jobs through `spec.managedBy` (Kubernetes 1.30+;
+            // alpha in Kueue 0.11): the Job here is left to Kueue, its copy runs on the worker
+            // cluster, and its status is synced back while it runs. Without a MultiKueue
+            // admission check on a ClusterQueue it changes nothing.
+            "featureGates": {"VisibilityOnDemand": false, "MultiKueueBatchJobWithManagedBy": true},
         });
         let config_path = dir.join("config.yaml");
         std::fs::write(&config_path, serde_yaml::to_string(&config)?)
@@ -372,4 +376,67 @@ async fn create_queues_with(client: &kube::Client, namespace: &str, cpu: &str, c
         json!({"metadata": {"name": "queue"}, "spec": {"clusterQueue": namespace}}),
     )
     .await;
+}
+
+/// MultiKueue on the manager cluster (`client`, whose Kueue is running): trial Jobs of
+/// `namespace` queued in its LocalQueue `queue` are dispatched to the worker cluster that
+/// `worker_kubeconfig` reaches (where Kueue runs too, with a LocalQueue `queue` in the same
+/// namespace, see [`create_queues`]). Made: a Secret with the kubeconfig in [`KUEUE_NAMESPACE`],
+/// a MultiKueueCluster, a MultiKueueConfig and an AdmissionCheck of the MultiKueue controller,
+/// all named `mk-<namespace>`, and the ResourceFlavor, ClusterQueue (with that check, `cpu` CPUs)
+/// and LocalQueue of [`create_queues`]. Returns once the AdmissionCheck is active (the worker
+/// cluster reached).
+pub async fn create_multikueue_queues(client: &kube::Client, worker_kubeconfig: &Path, namespace: &str, cpu: &str) {
+    use k8s_openapi::api::core::v1::Secret;
+    let name = format!("mk-{namespace}");
+    let kubeconfig = std::fs::read_to_string(worker_kubeconfig).unwrap();
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": name}, "stringData": {"kubeconfig": kubeconfig}})).unwrap();
+    Api::<Secret>::namespaced(client.clone(), KUEUE_NAMESPACE).create(&PostParams::default(), &secret).await.unwrap();
+    let create = async |kind: &str, plural: &str, spec: serde_json::Value| {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": kind, "metadata": {"name": name}, "spec": spec,
+        }))
+        .unwrap();
+        Api::<DynamicObject>::all_with(client.clone(), &kueue_resource(kind, plural))
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("creating {kind}: {e}"));
+    };
+    create(
+        "MultiKueueCluster",
+        "multikueueclusters",
+        json!({"kubeConfig": {"locationType": "Secret", "location": name}}),
+    )
+    .await;
+    create("MultiKueueConfig", "multikueueconfigs", json!({"clusters": [name]})).await;
+    create(
+        "AdmissionCheck",
+        "admissionchecks",
+        json!({"controllerName": "kueue.x-k8s.io/multikueue",
+               "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": name}}),
+    )
+    .await;
+    create_queues_with(client, namespace, cpu, None).await;
+    let queues = Api::<DynamicObject>::all_with(client.clone(), &kueue_resource("ClusterQueue", "clusterqueues"));
+    let checks = json!({"spec": {"admissionChecks": [name]}});
+    queues.patch(namespace, &PatchParams::default(), &Patch::Merge(&checks)).await.unwrap();
+    let admission_checks =
+        Api::<DynamicObject>::all_with(client.clone(), &kueue_resource("AdmissionCheck", "admissionchecks"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let check = admission_checks.get(&name).await.unwrap();
+        let active = check.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Active" && c["status"] == "True"));
+        if active {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the MultiKueue AdmissionCheck {name} never became active: {:?}",
+            check.data["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
