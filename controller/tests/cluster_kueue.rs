@@ -129,7 +129,9 @@ async fn a_missing_local_queue_is_a_condition_not_a_silent_wait() {
 /// completes, and the low run's preempted trials are admitted again and complete afterwards in
 /// their first attempt, each counted once: the preemptions are reported as `preempted`, apart
 /// from failures, with no retry spent.
-#[tokio::test]
+// Two threads: the slow model server runs in this test's runtime and must go on answering while
+// the test waits for `lightsout run` at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_higher_priority_run_preempts_a_lower_one_which_still_completes_counting_each_trial_once() {
     use k8s_openapi::api::scheduling::v1::PriorityClass;
     use kube::api::{Patch, PatchParams, PostParams};
@@ -234,6 +236,14 @@ async fn a_higher_priority_run_preempts_a_lower_one_which_still_completes_counti
     );
     let names: Vec<String> = jobs_of(&ns, "low").await.iter().filter_map(|j| j.metadata.name.clone()).collect();
     assert!(names.iter().all(|n| n.ends_with("-a1")), "{names:?}");
+    // The preempted run's results are those of an undisturbed one: `lightsout run` of its spec.
+    let local = local_summary(control_plane, &spec("low", "lightsout-low"), &judges);
+    for field in ["recall", "scored", "judge_agreement", "findings_per_review"] {
+        assert_eq!(
+            summary["variants"][0][field], local["variants"][0][field],
+            "{field} differs from an undisturbed run's"
+        );
+    }
     drop(controller);
     slow.shutdown().await;
 }
