@@ -170,8 +170,14 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
     for error in &observed.errors {
         tracing::warn!(namespace, run = name, job = error.job, kind = ?error.kind, "{}", error.message);
     }
-    let admission_waits =
-        count_queue_waits(ctx, &mut state, &RunKey { namespace: namespace.clone(), run: name.clone() }, &observed);
+    // Counted in status and the histogram only once the status holding them is written: a pass
+    // that fails before leaves them to the next. The counts so far are this process's (seeded
+    // from status once), never the status just read, which may lag behind our last write.
+    let admission_waits = new_admission_waits(&mut state, &observed);
+    let queue_counted = state
+        .queue_counted
+        .get_or_insert_with(|| status::QueueCounts::of(run.status.as_ref().and_then(|s| s.queue.as_ref())))
+        .with(&admission_waits);
     // Only while Jobs wait: whether Kueue could ever admit them (one read).
     let queue_blocked = match (&run.spec.queue_name, &observed.oldest_queued) {
         (Some(_), Some(queued)) => ctx.queue_blocked(&namespace, &queued.uid).await,
@@ -237,7 +243,7 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
             awaiting_judges: awaiting_judges as i64,
             summary: state.summary.as_ref(),
             queue: run.spec.queue_name.as_ref().map(|_| status::QueueObserved {
-                admission_waits: &admission_waits,
+                counted: queue_counted,
                 oldest_waiting_since: observed.oldest_queued.as_ref().map(|q| q.created),
                 blocked: queue_blocked,
             }),
@@ -246,6 +252,8 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
     );
     milestones(run, ctx, run.status.as_ref(), &new_status, started).await;
     write_status(run, ctx, &new_status).await?;
+    mark_admissions_counted(ctx, &mut state, &key, &observed);
+    state.queue_counted = Some(queue_counted);
 
     ctx.metrics.run_gauges(
         &key,
@@ -589,24 +597,33 @@ fn count_final_trials(ctx: &Context, prepared: &PreparedRun, state: &mut RunStat
     }
 }
 
-/// Puts each queue admission this process has not seen yet into the queue-wait histogram, and
-/// returns their waits (for `status.queue`).
-fn count_queue_waits(ctx: &Context, state: &mut RunState, key: &RunKey, observed: &observe::Observed) -> Vec<f64> {
-    let first_look = state.admissions_seen.is_none();
+/// The waits of the queue admissions this process has not counted yet (for `status.queue`). Its
+/// first look takes what it finds as counted (admitted before it started, or counted by the
+/// process before it).
+fn new_admission_waits(state: &mut RunState, observed: &observe::Observed) -> Vec<f64> {
+    let current = || observed.admissions.iter().map(|a| (a.job.clone(), a.admitted_at.timestamp_millis()));
+    let seen = state.admissions_seen.get_or_insert_with(|| current().collect());
+    observed
+        .admissions
+        .iter()
+        .filter(|a| !seen.contains(&(a.job.clone(), a.admitted_at.timestamp_millis())))
+        .map(|a| a.wait_seconds)
+        .collect()
+}
+
+/// Once the status holding them is written: puts the new admissions into the queue-wait
+/// histogram and remembers them as counted.
+fn mark_admissions_counted(ctx: &Context, state: &mut RunState, key: &RunKey, observed: &observe::Observed) {
     let seen = state.admissions_seen.get_or_insert_with(HashSet::new);
-    let current: HashSet<(String, i64)> =
-        observed.admissions.iter().map(|a| (a.job.clone(), a.admitted_at.timestamp_millis())).collect();
-    let mut waits = Vec::new();
     for admission in &observed.admissions {
-        let fresh = seen.insert((admission.job.clone(), admission.admitted_at.timestamp_millis()));
-        if fresh && !first_look {
+        if seen.insert((admission.job.clone(), admission.admitted_at.timestamp_millis())) {
             ctx.metrics.queue_wait(key, admission.wait_seconds);
-            waits.push(admission.wait_seconds);
         }
     }
     // Jobs collected after their TTL are gone for good: forget them, so the set stays small.
+    let current: HashSet<(String, i64)> =
+        observed.admissions.iter().map(|a| (a.job.clone(), a.admitted_at.timestamp_millis())).collect();
     seen.retain(|admission| current.contains(admission));
-    waits
 }
 
 /// Recomputes `summary.json` when results changed: at once while there is none or when every

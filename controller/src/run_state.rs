@@ -93,6 +93,9 @@ pub struct RunState {
     /// until this process's first look, which takes what it finds as seen (admitted before it
     /// started, or counted by the process before it).
     pub admissions_seen: Option<HashSet<(String, i64)>>,
+    /// `status.queue`'s counts as this process last wrote them; `None` until its first look,
+    /// which takes them from the status it finds.
+    pub queue_counted: Option<crate::status::QueueCounts>,
 }
 
 /// The key of a trial id in [`RunState::counted`].

@@ -39,7 +39,7 @@ pub struct Observed<'a> {
     /// The results aggregated so far; `None` before there are any.
     pub summary: Option<&'a RunSummary>,
     /// The queue's side (`spec.queueName` runs, accepted); `None` keeps what status had.
-    pub queue: Option<QueueObserved<'a>>,
+    pub queue: Option<QueueObserved>,
     /// The time of this pass: used for new condition transitions, `startTime` and
     /// `completionTime`.
     pub now: chrono::DateTime<chrono::Utc>,
@@ -47,13 +47,44 @@ pub struct Observed<'a> {
 
 /// What the reconciler saw of the run's queue this pass.
 #[derive(Debug, Clone, Default)]
-pub struct QueueObserved<'a> {
-    /// The waits (seconds) of admissions first seen this pass.
-    pub admission_waits: &'a [f64],
+pub struct QueueObserved {
+    /// The admissions counted so far, this pass's included (kept by the reconciler, seeded from
+    /// the status it found at its start: a status read from a lagging cache must not be added to).
+    pub counted: QueueCounts,
     /// When the longest-waiting queued Job was created.
     pub oldest_waiting_since: Option<chrono::DateTime<chrono::Utc>>,
     /// Why Kueue cannot admit the run's Jobs as things stand (see `queue_admission`).
     pub blocked: Option<String>,
+}
+
+/// Admissions counted and their waits, in whole seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    pub admitted: i64,
+    pub total_wait_seconds: i64,
+    pub longest_wait_seconds: i64,
+}
+
+impl QueueCounts {
+    /// What `status.queue` holds.
+    pub fn of(status: Option<&QueueStatus>) -> QueueCounts {
+        status.map_or_else(QueueCounts::default, |q| QueueCounts {
+            admitted: q.admitted,
+            total_wait_seconds: q.total_wait_seconds,
+            longest_wait_seconds: q.longest_wait_seconds,
+        })
+    }
+
+    /// These counts with admissions that waited `waits` seconds added.
+    pub fn with(mut self, waits: &[f64]) -> QueueCounts {
+        for wait in waits {
+            let seconds = wait.round().max(0.0) as i64;
+            self.admitted += 1;
+            self.total_wait_seconds += seconds;
+            self.longest_wait_seconds = self.longest_wait_seconds.max(seconds);
+        }
+        self
+    }
 }
 
 /// Why a run is not accepted: its `Accepted=False` condition's reason and message.
@@ -148,24 +179,22 @@ pub fn compute_status(previous: Option<&EvaluationRunStatus>, observed: &Observe
             (false, _) => previous_completion,
         },
         queue: match &observed.queue {
-            Some(queue) => Some(queue_status(previous.and_then(|p| p.queue.as_ref()), queue)),
+            Some(queue) => Some(queue_status(queue)),
             None => previous.and_then(|p| p.queue.clone()),
         },
     }
 }
 
-/// The queue's figures: the previous ones with this pass's admissions added.
-fn queue_status(previous: Option<&QueueStatus>, observed: &QueueObserved) -> QueueStatus {
-    let mut queue = previous.cloned().unwrap_or_default();
-    for wait in observed.admission_waits {
-        let seconds = wait.round().max(0.0) as i64;
-        queue.admitted += 1;
-        queue.total_wait_seconds += seconds;
-        queue.longest_wait_seconds = queue.longest_wait_seconds.max(seconds);
+/// The queue's figures.
+fn queue_status(observed: &QueueObserved) -> QueueStatus {
+    let QueueCounts { admitted, total_wait_seconds, longest_wait_seconds } = observed.counted;
+    QueueStatus {
+        admitted,
+        total_wait_seconds,
+        mean_wait_seconds: if admitted > 0 { total_wait_seconds / admitted } else { 0 },
+        longest_wait_seconds,
+        oldest_waiting_since: observed.oldest_waiting_since.map(to_time),
     }
-    queue.mean_wait_seconds = if queue.admitted > 0 { queue.total_wait_seconds / queue.admitted } else { 0 };
-    queue.oldest_waiting_since = observed.oldest_waiting_since.map(to_time);
-    queue
 }
 
 /// The condition of type `type_` in `status`, if any.
@@ -564,8 +593,8 @@ mod tests {
 
     #[test]
     fn queue_figures_add_each_admission_once_and_a_blocked_queue_stops_progress() {
-        let waits = [10.4, 30.0];
-        let queue = QueueObserved { admission_waits: &waits, oldest_waiting_since: Some(at(5)), blocked: None };
+        let counted = QueueCounts::default().with(&[10.4, 30.0]);
+        let queue = QueueObserved { counted, oldest_waiting_since: Some(at(5)), blocked: None };
         let first = compute_status(None, &Observed { queue: Some(queue), queued: 2, ..observed(None, 2, 40) });
         let figures = first.queue.clone().unwrap();
         assert_eq!(
@@ -574,8 +603,9 @@ mod tests {
         );
         assert_eq!(figures.oldest_waiting_since, Some(to_time(at(5))));
         assert_eq!(state(&first, condition::PROGRESSING), ("True", "TrialsRunning"));
-        // The next pass adds only its own admissions; nothing waits any more.
-        let queue = QueueObserved { admission_waits: &[50.0], oldest_waiting_since: None, blocked: None };
+        // The next pass adds only its own admissions to what status held; nothing waits any more.
+        let counted = QueueCounts::of(first.queue.as_ref()).with(&[50.0]);
+        let queue = QueueObserved { counted, oldest_waiting_since: None, blocked: None };
         let next = compute_status(Some(&first), &Observed { queue: Some(queue), ..observed(None, 2, 60) });
         let figures = next.queue.clone().unwrap();
         assert_eq!((figures.admitted, figures.mean_wait_seconds, figures.longest_wait_seconds), (3, 30, 50));
@@ -584,8 +614,8 @@ mod tests {
         let refused = compute_status(Some(&next), &Observed { queue: None, ..observed(None, 0, 70) });
         assert_eq!(refused.queue, next.queue);
         let never = "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, request > maximum capacity (3 > 2)";
-        let queue =
-            QueueObserved { admission_waits: &[], oldest_waiting_since: Some(at(5)), blocked: Some(never.into()) };
+        let counted = QueueCounts::of(next.queue.as_ref());
+        let queue = QueueObserved { counted, oldest_waiting_since: Some(at(5)), blocked: Some(never.into()) };
         let blocked = compute_status(Some(&next), &Observed { queue: Some(queue), queued: 2, ..observed(None, 2, 80) });
         assert_eq!(state(&blocked, condition::PROGRESSING), ("False", "QueueInadmissible"));
         assert!(get(&blocked, condition::PROGRESSING).message.contains(never));
