@@ -27,9 +27,11 @@ COPY worker worker
 COPY cli cli
 COPY controller controller
 COPY s3 s3
+COPY scripted scripted
+COPY testkit testkit
 # cli/Cargo.toml names integration tests under tests/; cargo wants them present.
 COPY tests tests
-# The scripted model server embeds the sample datasets (include_str!).
+# The scripted model server (lightsout-scripted, in the CLI) embeds the sample datasets (include_str!).
 COPY datasets datasets
 COPY scripts scripts
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \

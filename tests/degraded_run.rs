@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 
-use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
+use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use serde_json::Value;
 
 const MINI_SWE_AGENT: &str = "2.4.6";

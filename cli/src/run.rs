@@ -98,6 +98,7 @@ pub fn run(
         harness_root: lightsout_worker::harness::default_root(),
         sandbox: sandbox_command(),
         upload_deadline: Duration::from_secs(600),
+        offline_models: Some(std::sync::Arc::new(lightsout_scripted::ScriptedModels::default())),
     };
     let bar = ProgressBar::hidden();
     bar.set_style(
@@ -145,7 +146,7 @@ pub fn run(
 }
 
 pub fn scripted_server(api_key: Option<String>, listen: std::net::SocketAddr) -> anyhow::Result<()> {
-    use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
+    use lightsout_scripted::{ScriptedConfig, ScriptedServer};
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let config = ScriptedConfig { expected_api_key: api_key, ..Default::default() };

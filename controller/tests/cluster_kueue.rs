@@ -135,7 +135,7 @@ async fn a_missing_local_queue_is_a_condition_not_a_silent_wait() {
 async fn a_higher_priority_run_preempts_a_lower_one_which_still_completes_counting_each_trial_once() {
     use k8s_openapi::api::scheduling::v1::PriorityClass;
     use kube::api::{Patch, PatchParams, PostParams};
-    use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
+    use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
     let Some(control_plane) = control_plane() else { return };
     let Some((_, kueue)) = kueue::shared() else { return };
     let ns = TestNamespace::create(control_plane, "kueue-preempt").await;
@@ -297,7 +297,7 @@ async fn a_trial_no_quota_can_hold_is_a_condition_until_the_quota_grows() {
 /// complete with each trial in one attempt.
 #[tokio::test]
 async fn two_runs_whose_queues_share_a_cohort_borrow_and_both_complete() {
-    use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
+    use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
     let Some(control_plane) = control_plane() else { return };
     let Some((_, kueue)) = kueue::shared() else { return };
     let first = TestNamespace::create(control_plane, "kueue-cohort-a").await;

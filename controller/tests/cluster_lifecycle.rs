@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use lightsout_core::results::ResultStore;
-use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
+use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use serde_json::{json, Value};
 
 const MINUTE: Duration = Duration::from_secs(60);

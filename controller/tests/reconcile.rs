@@ -492,7 +492,7 @@ fn stored_verdicts(cluster: &Cluster) -> Vec<lightsout_core::judge::TrialVerdict
 #[tokio::test]
 async fn judging_missing_votes_again_meters_only_the_new_calls() {
     use lightsout_core::judge::VoteValue;
-    use lightsout_core::scripted::Faults;
+    use lightsout_scripted::Faults;
 
     let cluster = Cluster::start_with(|run| run.spec.parallelism = 6).await;
     cluster.reconcile().await;

@@ -325,7 +325,7 @@ async fn an_invalid_time_zone_is_a_condition_and_creates_nothing() {
 /// code, compare as NoSignificantChange, and the verdict lands on the run.
 #[tokio::test]
 async fn the_stores_comparison_compares_two_real_runs() {
-    use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
+    use lightsout_scripted::{ScriptedConfig, ScriptedServer};
     use lightsout_worker::local::{run_local, LocalRun};
 
     let results = tempfile::tempdir().unwrap();
@@ -367,6 +367,7 @@ spec:
                 harness_root: results.path().join("harnesses"),
                 sandbox: None,
                 upload_deadline: Duration::from_secs(10),
+                offline_models: Some(std::sync::Arc::new(lightsout_scripted::ScriptedModels::default())),
             },
             |_| {},
         )

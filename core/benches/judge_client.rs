@@ -18,7 +18,7 @@ use lightsout_core::findings::Finding;
 use lightsout_core::judge::{Judge, Panel, VoteValue};
 use lightsout_core::model::{Endpoint, ModelClient, RateLimitPolicy, RetryPolicy};
 use lightsout_core::pricing::PricingTable;
-use lightsout_core::scripted::{Faults, RateLimit, ScriptedConfig, ScriptedServer};
+use lightsout_scripted::{Faults, RateLimit, ScriptedConfig, ScriptedServer};
 
 /// The provider's rate limit (requests/s) and burst.
 const RATE: f64 = 200.0;

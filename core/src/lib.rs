@@ -21,7 +21,6 @@ pub mod report;
 pub mod results;
 pub mod run_record;
 pub mod scoring;
-pub mod scripted;
 pub mod stats;
 pub mod stored;
 pub mod summary;

@@ -12,7 +12,7 @@ use lightsout_core::model::{
     CallError, ChatRequest, Endpoint, ModelClient, ProviderStats, RateLimitPolicy, RetryPolicy,
 };
 use lightsout_core::pricing::PricingTable;
-use lightsout_core::scripted::{Faults, RateLimit, ScriptedConfig, ScriptedServer};
+use lightsout_scripted::{Faults, RateLimit, ScriptedConfig, ScriptedServer};
 
 const KEY: &str = "sk-judge";
 

@@ -7,9 +7,9 @@ use serde::Deserialize;
 
 use super::det::normalize_ws;
 
-const SCRIPTED_JSON: &str = include_str!("../../../datasets/sample/scripted.json");
-const CRBUGBENCH_JSONL: &str = include_str!("../../../datasets/sample/crbugbench.jsonl");
-const SWE_PRBENCH_JSONL: &str = include_str!("../../../datasets/sample/swe-prbench/tasks.jsonl");
+const SCRIPTED_JSON: &str = include_str!("../../datasets/sample/scripted.json");
+const CRBUGBENCH_JSONL: &str = include_str!("../../datasets/sample/crbugbench.jsonl");
+const SWE_PRBENCH_JSONL: &str = include_str!("../../datasets/sample/swe-prbench/tasks.jsonl");
 
 /// `datasets/sample/scripted.json`: what the scripted agent may say about each task.
 #[derive(Debug, Deserialize)]

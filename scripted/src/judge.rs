@@ -129,7 +129,7 @@ pub(crate) fn jaccard(a: &str, b: &str) -> f64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The SWE-PRBench judge of Lightsout's own protocol (`crate::swe_prbench::judge_prompt`); the
+// The SWE-PRBench judge of Lightsout's own protocol (`lightsout_core::swe_prbench::judge_prompt`); the
 // reference harness's protocol is `super::harness_judge`'s.
 // ---------------------------------------------------------------------------------------------
 
@@ -137,7 +137,7 @@ pub(crate) fn jaccard(a: &str, b: &str) -> f64 {
 pub(crate) mod tests {
     use super::*;
 
-    /// A judge prompt in the shape of `crate::judge`'s template: ground truth (with a location
+    /// A judge prompt in the shape of `lightsout_core::judge`'s template: ground truth (with a location
     /// line) first, then the finding, then a question that names the tags again.
     pub(crate) fn judge_prompt(finding: &str, truth: &str) -> String {
         format!(

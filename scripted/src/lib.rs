@@ -45,11 +45,7 @@ pub use harness_judge::harness_judge_answer;
 pub use judge::{answers_prose, judge_answer, JUDGE_SYSTEM_PREFIX, PROSE_ANSWER};
 pub use usage::{estimate_tokens, Effort};
 
-/// The header every answer of the scripted server carries (value `1`), so whoever receives one
-/// — the model client, the worker's metering proxy — knows it came from canned answers and
-/// not from a real model, whatever the run's configuration claimed. A trial's
-/// `scripted_model` and a summary's `scripted_models` (and its notice) follow from it.
-pub const SCRIPTED_HEADER: &str = "x-lightsout-scripted";
+pub use lightsout_core::model::SCRIPTED_HEADER;
 
 /// How a [`ScriptedServer`] behaves beyond answering.
 #[derive(Debug, Clone, Default)]
@@ -99,7 +95,7 @@ pub enum Role {
     /// The system prompt starts with [`JUDGE_SYSTEM_PREFIX`].
     Judge,
     /// The system prompt starts with the reference harness's
-    /// [`crate::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX`].
+    /// [`lightsout_core::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX`].
     SwePrBenchJudge,
     /// Any other request: a code reviewer.
     Agent,
@@ -109,7 +105,7 @@ impl Role {
     /// The role a request's system prompt (or instructions, or first message) selects.
     pub fn of(instructions: &str) -> Role {
         let instructions = instructions.trim_start();
-        if instructions.starts_with(crate::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX) {
+        if instructions.starts_with(lightsout_core::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX) {
             Role::SwePrBenchJudge
         } else if instructions.starts_with(JUDGE_SYSTEM_PREFIX) {
             Role::Judge
@@ -219,6 +215,33 @@ impl ScriptedServer {
                 abort.abort();
             }
         }
+    }
+}
+
+/// The scripted server as `lightsout run`'s offline models: providers without a key are
+/// answered by a [`ScriptedServer`] of this configuration.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptedModels(pub ScriptedConfig);
+
+impl lightsout_core::model::OfflineModels for ScriptedModels {
+    fn start(
+        &self,
+    ) -> futures::future::BoxFuture<'static, std::io::Result<Box<dyn lightsout_core::model::OfflineServer>>> {
+        let config = self.0.clone();
+        Box::pin(async move {
+            let server = ScriptedServer::start(config).await?;
+            Ok(Box::new(server) as Box<dyn lightsout_core::model::OfflineServer>)
+        })
+    }
+}
+
+impl lightsout_core::model::OfflineServer for ScriptedServer {
+    fn base_url(&self) -> String {
+        ScriptedServer::base_url(self)
+    }
+
+    fn shutdown(self: Box<Self>) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(ScriptedServer::shutdown(*self))
     }
 }
 

@@ -16,14 +16,13 @@ use futures::stream::{self, StreamExt};
 use lightsout_core::api::{ContextConfig, EvaluationRun, ScoringProtocol};
 use lightsout_core::dataset::{self, LineError, LoadedTask};
 use lightsout_core::findings::ParsedReview;
-use lightsout_core::model::{Endpoint, ModelClient, RateLimitPolicy, RetryPolicy};
+use lightsout_core::model::{Endpoint, ModelClient, OfflineModels, OfflineServer, RateLimitPolicy, RetryPolicy};
 use lightsout_core::plan;
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::prompts::{agentic_review_prompt, review_prompt};
 use lightsout_core::results::{ResultStore, RunLayout};
 use lightsout_core::run_record::{record_run, OtherSpec};
 use lightsout_core::scoring::{Scorer, Verdicts};
-use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
 use lightsout_core::stored::StoredRun;
 use lightsout_core::summary::{self, DatasetSummary, RunIdentity, RunSummary};
 use lightsout_core::trial::{Isolation, Outcome};
@@ -67,6 +66,9 @@ pub struct LocalRun {
     /// How long an attempt keeps retrying to store its artifacts before it ends as an
     /// infrastructure failure.
     pub upload_deadline: Duration,
+    /// What answers for providers whose key is not set (the CLI's scripted model server); with
+    /// `None`, a provider without a key is an error.
+    pub offline_models: Option<Arc<dyn OfflineModels>>,
 }
 
 /// The program and leading arguments that start the sandbox entry point of this build.
@@ -161,7 +163,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
         .with_context(|| format!("spec.storage.results: {results_uri}"))?;
     let timeout = lightsout_core::duration::parse_timeout(&spec.agent.timeout)
         .map_err(|e| anyhow::anyhow!("spec.agent.timeout: {e}"))?;
-    let providers = Providers::resolve(run, &config.env).await?;
+    let providers = Providers::resolve(run, &config.env, config.offline_models.as_deref()).await?;
     for variant in &variants {
         let api = spec.providers[&variant.model.provider].api_kind;
         crate::harness::check_api(&variant.harness, api)
@@ -489,25 +491,31 @@ async fn judge_trial<S: ResultStore>(
     Ok(verdicts)
 }
 
-/// Model endpoints by provider name: real ones where a key is set, the scripted server where not.
+/// Model endpoints by provider name: real ones where a key is set, the offline (scripted) server
+/// where not.
 struct Providers {
     endpoints: BTreeMap<String, Endpoint>,
     scripted: BTreeSet<String>,
-    server: Option<ScriptedServer>,
+    server: Option<Box<dyn OfflineServer>>,
 }
 
 impl Providers {
-    async fn resolve(run: &EvaluationRun, env: &EnvLookup) -> anyhow::Result<Self> {
+    async fn resolve(
+        run: &EvaluationRun,
+        env: &EnvLookup,
+        offline: Option<&dyn OfflineModels>,
+    ) -> anyhow::Result<Self> {
         let mut providers = Providers { endpoints: BTreeMap::new(), scripted: BTreeSet::new(), server: None };
         for (name, spec) in &run.spec.providers {
             let key = env(spec.api_key_env()).filter(|k| !k.trim().is_empty());
             let (base_url, api_key) = match key {
                 Some(key) => (spec.base_url.clone(), Some(key)),
                 None => {
+                    let Some(offline) = offline else {
+                        bail!("provider {name:?}: {} is not set", spec.api_key_env());
+                    };
                     if providers.server.is_none() {
-                        let server = ScriptedServer::start(ScriptedConfig::default())
-                            .await
-                            .context("starting the scripted model server")?;
+                        let server = offline.start().await.context("starting the scripted model server")?;
                         providers.server = Some(server);
                     }
                     providers.scripted.insert(name.clone());

@@ -1,6 +1,6 @@
 //! A provider storm over a whole run: `run_local` with the single-shot harness and a panel of
 //! three judges, all calling the scripted model server through the seeded chaos layer
-//! (`lightsout_core::scripted::chaos`): 429s with and without retry headers, 5xx, hangs, garbage
+//! (`lightsout_scripted::chaos`): 429s with and without retry headers, 5xx, hangs, garbage
 //! bodies, bodies and event streams cut short.
 //!
 //! The faults are a pure function of the seed and each request, so what the layer served
@@ -23,10 +23,10 @@ use lightsout_core::judge::VoteValue;
 use lightsout_core::model::{RateLimitPolicy, RetryPolicy, Usage};
 use lightsout_core::pricing::PricingTable;
 use lightsout_core::scoring::Verdicts;
-use lightsout_core::scripted::chaos::{fault_for, ChaosConfig, ChaosRequest, ChaosServer, Fault, FaultRates};
-use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_core::trial::{Outcome, TrialResult};
 use lightsout_core::validate::parse_run;
+use lightsout_scripted::chaos::{fault_for, ChaosConfig, ChaosRequest, ChaosServer, Fault, FaultRates};
+use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_worker::local::{run_local, LocalRun, LocalRunReport};
 use serde_json::Value;
 
@@ -120,6 +120,7 @@ fn config(yaml: &str, results: &Path) -> LocalRun {
         harness_root: results.join("harnesses"),
         sandbox: None,
         upload_deadline: Duration::from_secs(10),
+        offline_models: Some(std::sync::Arc::new(lightsout_scripted::ScriptedModels::default())),
     }
 }
 

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 
 use lightsout_core::compress::{decompress, TRAJECTORY_ARTIFACT};
-use lightsout_core::scripted::Role;
+use lightsout_scripted::Role;
 use serde_json::Value;
 
 const CLAUDE_CODE: &str = "2.1.332";

@@ -6,7 +6,7 @@
 
 mod common;
 
-use lightsout_core::scripted::Role;
+use lightsout_scripted::Role;
 use serde_json::Value;
 
 const CODEX: &str = "0.171.0";

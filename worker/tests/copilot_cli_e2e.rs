@@ -7,7 +7,7 @@
 
 mod common;
 
-use lightsout_core::scripted::Role;
+use lightsout_scripted::Role;
 use serde_json::Value;
 
 const COPILOT: &str = "1.0.102";

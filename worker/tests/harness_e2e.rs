@@ -38,7 +38,7 @@ spec:
     let requests = server.requests();
     assert!(requests.iter().all(|r| r.api_key.as_deref() == Some("real-key")), "{requests:?}");
     assert!(
-        requests.iter().filter(|r| r.role == Some(lightsout_core::scripted::Role::Agent)).count() >= 6,
+        requests.iter().filter(|r| r.role == Some(lightsout_scripted::Role::Agent)).count() >= 6,
         "3 turns per trial"
     );
 

@@ -15,7 +15,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lightsout_core::scripted::{ScriptedConfig, ScriptedServer, SCRIPTED_COMMAND_MARKER};
+use lightsout_scripted::{ScriptedConfig, ScriptedServer, SCRIPTED_COMMAND_MARKER};
 use lightsout_worker::local::run_local;
 use serde_json::Value;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use lightsout_core::api::ApiKind;
 use lightsout_core::model::Endpoint;
 use lightsout_core::pricing::PricingTable;
-use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
+use lightsout_scripted::{ScriptedConfig, ScriptedServer};
 use lightsout_worker::agent_process::{self, AgentExit, AgentUser, LaunchSpec, Limits};
 use lightsout_worker::proxy::{MeteringProxy, ProxyConfig};
 use lightsout_worker::sandbox::SandboxArgs;

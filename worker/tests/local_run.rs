@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use lightsout_core::model::RetryPolicy;
 use lightsout_core::pricing::PricingTable;
-use lightsout_core::scripted::chaos::{ChaosConfig, ChaosServer, FaultRates};
-use lightsout_core::scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
 use lightsout_core::summary::RunSummary;
 use lightsout_core::validate::parse_run;
+use lightsout_scripted::chaos::{ChaosConfig, ChaosServer, FaultRates};
+use lightsout_scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
 use lightsout_worker::local::{run_local, Event, LocalRun, LocalRunReport};
 
 fn sample() -> PathBuf {
@@ -72,6 +72,7 @@ fn config(yaml: &str, results: &Path) -> LocalRun {
         harness_root: results.join("harnesses"),
         sandbox: None,
         upload_deadline: Duration::from_secs(5),
+        offline_models: Some(std::sync::Arc::new(lightsout_scripted::ScriptedModels::default())),
     }
 }
 

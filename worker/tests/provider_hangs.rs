@@ -1,6 +1,6 @@
 //! Whose time ran out when a single-shot trial hits its time limit (invariant 5: infrastructure
 //! failures are never scored as model failures). `run_local` with a 2 s limit, for each API kind,
-//! the agent's calls going through the chaos layer (`lightsout_core::scripted::chaos`) in front
+//! the agent's calls going through the chaos layer (`lightsout_scripted::chaos`) in front
 //! of the scripted server, the judge calling the scripted server directly:
 //! - the provider sends nothing at all, not even headers (a hang the layer holds far past the
 //!   limit, and a stall timeout longer than the limit, so only the limit ends the call): every
@@ -15,10 +15,10 @@ use std::time::Duration;
 use lightsout_core::api::ApiKind;
 use lightsout_core::model::{RateLimitPolicy, RetryPolicy};
 use lightsout_core::pricing::PricingTable;
-use lightsout_core::scripted::chaos::{ChaosConfig, ChaosServer, FaultRates};
-use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_core::trial::{Outcome, TrialResult};
 use lightsout_core::validate::parse_run;
+use lightsout_scripted::chaos::{ChaosConfig, ChaosServer, FaultRates};
+use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_worker::local::{run_local, LocalRun, LocalRunReport};
 
 const TASKS: usize = 2;
@@ -87,6 +87,7 @@ fn config(yaml: &str, results: &Path) -> LocalRun {
         harness_root: results.join("harnesses"),
         sandbox: None,
         upload_deadline: Duration::from_secs(10),
+        offline_models: Some(std::sync::Arc::new(lightsout_scripted::ScriptedModels::default())),
     }
 }
 

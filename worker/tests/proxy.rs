@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lightsout_core::model::{Endpoint, DEFAULT_STALL_TIMEOUT};
 use lightsout_core::pricing::PricingTable;
-use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
+use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_worker::proxy::{MeteringProxy, ProxyConfig};
 use serde_json::{json, Value};
 
@@ -246,7 +246,7 @@ async fn the_proxy_records_whether_the_provider_was_failing_last() {
 /// A stream the provider cuts short is the provider's failure too.
 #[tokio::test]
 async fn a_stream_the_provider_cuts_short_is_its_failure() {
-    use lightsout_core::scripted::chaos::{ChaosConfig, ChaosServer, FaultRates};
+    use lightsout_scripted::chaos::{ChaosConfig, ChaosServer, FaultRates};
     let server =
         ScriptedServer::start(ScriptedConfig { expected_api_key: Some(REAL_KEY.into()), faults: Faults::default() })
             .await

@@ -8,9 +8,9 @@ use lightsout_core::api::{ApiKind, DatasetFormat};
 use lightsout_core::dataset::load_file;
 use lightsout_core::plan::variants;
 use lightsout_core::prompts::review_prompt;
-use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_core::trial::TrialSummary;
 use lightsout_core::validate::parse_run;
+use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_worker::job::{PodJob, ProviderEndpoint};
 
 fn job(base_url: &str, results: &Path, termination: &Path) -> PodJob {

@@ -29,9 +29,9 @@ use lightsout_core::api::{EvaluationRun, EvaluationRunStatus, S3Connection};
 use lightsout_core::model::{ModelClient, RetryPolicy};
 use lightsout_core::pod_job::PodJob;
 use lightsout_core::pricing::PricingTable;
-use lightsout_core::scripted::{ScriptedConfig, ScriptedServer};
 use lightsout_core::trial::TrialSummary;
 use lightsout_s3::{Results, S3Credentials};
+use lightsout_scripted::{ScriptedConfig, ScriptedServer};
 use lightsout_worker::trial::{run_trial, TrialJob};
 use serde_json::json;
 

@@ -56,7 +56,7 @@ pub struct Completion {
     /// HTTP requests sent for this call, 429s included.
     pub attempts: u32,
     /// The answer came from Lightsout's scripted model server (it marks its answers with
-    /// [`crate::scripted::SCRIPTED_HEADER`]), not from a real model.
+    /// [`crate::model::SCRIPTED_HEADER`]), not from a real model.
     pub scripted: bool,
 }
 
@@ -407,7 +407,7 @@ impl ModelClient {
         let mut response = request.send().await.map_err(transport)?;
         let status = response.status();
         let retry_after = retry_after(response.headers(), chrono::Utc::now());
-        let scripted = response.headers().contains_key(crate::scripted::SCRIPTED_HEADER);
+        let scripted = response.headers().contains_key(crate::model::SCRIPTED_HEADER);
         let streamed = response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
@@ -520,7 +520,7 @@ mod tests {
     /// The scripted server marks its answers; a provider that does not is taken for a real one.
     #[tokio::test]
     async fn answers_of_the_scripted_server_are_marked_and_others_are_not() {
-        use crate::scripted::{ScriptedConfig, ScriptedServer};
+        use lightsout_scripted::{ScriptedConfig, ScriptedServer};
         let client = ModelClient::new(Duration::from_secs(10), RetryPolicy::default());
         let endpoint = |base_url: String| Endpoint {
             provider: "p".into(),
@@ -563,7 +563,7 @@ mod tests {
     /// scripted servers (each with its own prompt cache), two calls each, the second a cache hit.
     #[tokio::test]
     async fn a_streamed_answer_reads_as_the_unstreamed_one_for_every_api() {
-        use crate::scripted::{ScriptedConfig, ScriptedServer};
+        use lightsout_scripted::{ScriptedConfig, ScriptedServer};
         let client = ModelClient::new(Duration::from_secs(10), RetryPolicy::default());
         for kind in [ApiKind::OpenAiChat, ApiKind::OpenAiResponses, ApiKind::Anthropic] {
             let request = ChatRequest {

@@ -5,11 +5,19 @@
 
 mod client;
 mod limiter;
+mod offline;
 mod sse;
 mod usage;
 mod wire;
 
 pub use client::*;
 pub use limiter::{ProviderStats, RateLimitPolicy};
+pub use offline::{OfflineModels, OfflineServer};
 pub use sse::StreamedAnswer;
 pub use usage::*;
+
+/// The header every answer of the scripted model server (`lightsout-scripted`) carries (value
+/// `1`), so whoever receives one — the model client, the worker's metering proxy — knows it came
+/// from canned answers and not from a real model, whatever the run's configuration claimed. A
+/// trial's `scripted_model` and a summary's `scripted_models` (and its notice) follow from it.
+pub const SCRIPTED_HEADER: &str = "x-lightsout-scripted";

@@ -67,7 +67,7 @@ pub struct Totals {
     /// Calls the proxy refused because the trial's budget was spent.
     pub refused: u32,
     /// Answers (errors included) that came from the scripted model server, which marks them
-    /// ([`lightsout_core::scripted::SCRIPTED_HEADER`]); the trial's result records that its
+    /// ([`lightsout_core::model::SCRIPTED_HEADER`]); the trial's result records that its
     /// numbers say nothing about a real model.
     pub scripted_answers: u32,
     /// Forwarded calls the provider failed: answered 429 or 5xx, could not be reached, stalled
@@ -437,7 +437,7 @@ async fn forward(
         }
     };
     let first_byte_ms = Some(clock.elapsed().as_millis() as u64);
-    if answer.headers().contains_key(lightsout_core::scripted::SCRIPTED_HEADER) {
+    if answer.headers().contains_key(lightsout_core::model::SCRIPTED_HEADER) {
         lock(&shared.meter).totals.scripted_answers += 1;
     }
     let status = answer.status();

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use lightsout_core::model::{RateLimitPolicy, RetryPolicy};
 use lightsout_core::pricing::PricingTable;
-use lightsout_core::scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_core::validate::parse_run;
+use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_worker::local::{run_local, Event, LocalRun, LocalRunReport, SandboxCommand};
 use serde_json::Value;
 
@@ -47,6 +47,7 @@ pub fn e2e_config(yaml: &str, origin: &str, results: &Path, sandboxed: bool) -> 
             leading_args: vec!["sandbox".into()],
         }),
         upload_deadline: Duration::from_secs(30),
+        offline_models: Some(std::sync::Arc::new(lightsout_scripted::ScriptedModels::default())),
     }
 }
 

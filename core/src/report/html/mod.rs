@@ -297,7 +297,6 @@ fn variant_legend(out: &mut String, s: &RunSummary) {
     out.push_str("</div>");
 }
 
-
 /// A duration in milliseconds for people: `850 ms`, `12.3 s`, `4.2 min`.
 fn duration(ms: u64) -> String {
     match ms {
@@ -306,7 +305,6 @@ fn duration(ms: u64) -> String {
         _ => format!("{:.1} min", ms as f64 / 60_000.0),
     }
 }
-
 
 fn format_usd(c: f64) -> String {
     if c == 0.0 {
@@ -432,7 +430,6 @@ fn judge_agreement(out: &mut String, s: &RunSummary) {
         "</tbody></table><p class=\"small\">Judges are numbered in the panel's order (spec.judges.panel).</p></div>\n",
     );
 }
-
 
 fn truncate(text: &str, chars: usize) -> String {
     if text.chars().count() <= chars {
