@@ -205,13 +205,7 @@ impl Context {
 
     /// Whether the Kueue LocalQueue `name` exists in `namespace` (`spec.queueName`).
     pub async fn local_queue(&self, namespace: &str, name: &str) -> Result<LocalQueueLookup, Error> {
-        let resource = kube::discovery::ApiResource {
-            group: KUEUE_GROUP.into(),
-            version: KUEUE_VERSION.into(),
-            api_version: format!("{KUEUE_GROUP}/{KUEUE_VERSION}"),
-            kind: "LocalQueue".into(),
-            plural: "localqueues".into(),
-        };
+        let resource = kueue_resource("LocalQueue", "localqueues");
         let api = Api::<kube::api::DynamicObject>::namespaced_with(self.client.clone(), namespace, &resource);
         match api.get(name).await {
             Ok(_) => Ok(LocalQueueLookup::Found),
@@ -232,13 +226,7 @@ impl Context {
     pub async fn queue_blocked(&self, namespace: &str, job_uid: &str) -> Option<String> {
         use crate::queue_admission::{blocked_reason, JOB_UID_LABEL};
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-        let resource = kube::discovery::ApiResource {
-            group: KUEUE_GROUP.into(),
-            version: KUEUE_VERSION.into(),
-            api_version: format!("{KUEUE_GROUP}/{KUEUE_VERSION}"),
-            kind: "Workload".into(),
-            plural: "workloads".into(),
-        };
+        let resource = kueue_resource("Workload", "workloads");
         let api = Api::<kube::api::DynamicObject>::namespaced_with(self.client.clone(), namespace, &resource);
         let selected = kube::api::ListParams::default().labels(&format!("{JOB_UID_LABEL}={job_uid}"));
         let workloads = match api.list(&selected).await {
@@ -275,6 +263,17 @@ impl Context {
 /// Kueue's API group and the version the controller reads.
 pub const KUEUE_GROUP: &str = "kueue.x-k8s.io";
 pub const KUEUE_VERSION: &str = "v1beta1";
+
+/// A `kueue.x-k8s.io` resource of [`KUEUE_VERSION`], for a dynamic client.
+fn kueue_resource(kind: &str, plural: &str) -> kube::discovery::ApiResource {
+    kube::discovery::ApiResource {
+        group: KUEUE_GROUP.into(),
+        version: KUEUE_VERSION.into(),
+        api_version: format!("{KUEUE_GROUP}/{KUEUE_VERSION}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
 
 /// What [`Context::local_queue`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

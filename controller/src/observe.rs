@@ -286,6 +286,14 @@ impl QueuedJob {
     }
 }
 
+impl Admission {
+    /// What tells one admission from another: the Job and when it was admitted (a Job admitted
+    /// again after a preemption is a new admission).
+    pub fn key(&self) -> (String, i64) {
+        (self.job.clone(), self.admitted_at.timestamp_millis())
+    }
+}
+
 /// The admission of a Job submitted to a queue, once it has a `startTime`.
 fn admission(job: &Job, name: &str) -> Option<Admission> {
     job.metadata.labels.as_ref()?.get(labels::KUEUE_QUEUE_NAME)?;

@@ -52,7 +52,7 @@ use crate::judging::{awaiting_judges, judge_reviews};
 use crate::metrics::{Role, RunKey, TrialGauges};
 use crate::network::{self, ServiceBackend};
 use crate::observation::{AttemptState, InfraReason};
-use crate::observe::{self, observe};
+use crate::observe::{self, observe, Admission};
 use crate::record::{infra_result, put_result, record_finished, stored_reason};
 use crate::run_state::{self, PrepareError, PreparedRun, RunState};
 use crate::schedule::{decide, Decision, Policy};
@@ -601,14 +601,8 @@ fn count_final_trials(ctx: &Context, prepared: &PreparedRun, state: &mut RunStat
 /// first look takes what it finds as counted (admitted before it started, or counted by the
 /// process before it).
 fn new_admission_waits(state: &mut RunState, observed: &observe::Observed) -> Vec<f64> {
-    let current = || observed.admissions.iter().map(|a| (a.job.clone(), a.admitted_at.timestamp_millis()));
-    let seen = state.admissions_seen.get_or_insert_with(|| current().collect());
-    observed
-        .admissions
-        .iter()
-        .filter(|a| !seen.contains(&(a.job.clone(), a.admitted_at.timestamp_millis())))
-        .map(|a| a.wait_seconds)
-        .collect()
+    let seen = state.admissions_seen.get_or_insert_with(|| observed.admissions.iter().map(Admission::key).collect());
+    observed.admissions.iter().filter(|a| !seen.contains(&a.key())).map(|a| a.wait_seconds).collect()
 }
 
 /// Once the status holding them is written: puts the new admissions into the queue-wait
@@ -616,13 +610,12 @@ fn new_admission_waits(state: &mut RunState, observed: &observe::Observed) -> Ve
 fn mark_admissions_counted(ctx: &Context, state: &mut RunState, key: &RunKey, observed: &observe::Observed) {
     let seen = state.admissions_seen.get_or_insert_with(HashSet::new);
     for admission in &observed.admissions {
-        if seen.insert((admission.job.clone(), admission.admitted_at.timestamp_millis())) {
+        if seen.insert(admission.key()) {
             ctx.metrics.queue_wait(key, admission.wait_seconds);
         }
     }
     // Jobs collected after their TTL are gone for good: forget them, so the set stays small.
-    let current: HashSet<(String, i64)> =
-        observed.admissions.iter().map(|a| (a.job.clone(), a.admitted_at.timestamp_millis())).collect();
+    let current: HashSet<(String, i64)> = observed.admissions.iter().map(Admission::key).collect();
     seen.retain(|admission| current.contains(admission));
 }
 

@@ -191,12 +191,9 @@ async fn read_interruptions(
     keys.sort();
     for (key, trial, attempt) in keys {
         let Some(bytes) = store.get(&key).await.map_err(|e| Error::store(store.uri(&key), e))? else { continue };
-        match serde_json::from_slice::<Interruption>(&bytes) {
-            Ok(record) if record.trial_id == trial && record.attempt == attempt => stored.insert_interruption(&record),
-            // Written by a worker, never by an agent; one that does not read is reported, and the
-            // spend it held is missing from the totals rather than the run failing.
-            Ok(_) => tracing::warn!(key = store.uri(&key), "an interruption record names another trial or attempt"),
-            Err(e) => tracing::warn!(key = store.uri(&key), error = %e, "an interruption record does not parse"),
+        match lightsout_core::interruption::read_record(&bytes, trial, attempt) {
+            Ok(record) => stored.insert_interruption(&record),
+            Err(why) => tracing::warn!(key = store.uri(&key), why, "an interruption record cannot be counted"),
         }
     }
     Ok(())

@@ -61,6 +61,18 @@ impl Interruption {
     }
 }
 
+/// Reads the interruption record stored at a path of trial `trial`, attempt `attempt`: `Err`
+/// says why it cannot be counted (it does not parse, or names another trial or attempt). Such a
+/// record is reported, not fatal: the spend it held is missing from the totals, and the rest of
+/// the run is read (records are written by workers, never by agents).
+pub fn read_record(bytes: &[u8], trial: &str, attempt: u32) -> Result<Interruption, String> {
+    match serde_json::from_slice::<Interruption>(bytes) {
+        Ok(record) if record.trial_id == trial && record.attempt == attempt => Ok(record),
+        Ok(_) => Err("names another trial or attempt".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// How many of an attempt's `interruptions` were preemptions: runs after which the attempt ran
 /// again. `ended_by_eviction`: the attempt's result is the controller's `Evicted` infrastructure
 /// failure, so its last interruption is that eviction (the pod was stopped and the attempt

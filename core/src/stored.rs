@@ -381,14 +381,9 @@ impl StoredRun {
             let Some(file) = reading.next().await else { break };
             let (trial, number, kind, key, bytes) = file?;
             if kind == StoredKind::Interruption {
-                // As the controller reads them (`record::read_interruptions`): one that does not
-                // read is named in `unreadable`, and the rest of the run is read.
-                match serde_json::from_slice::<Interruption>(&bytes) {
-                    Ok(record) if record.trial_id == trial && record.attempt == number => {
-                        state.insert_interruption(&record)
-                    }
-                    Ok(_) => state.unreadable.push(format!("{}: names another trial or attempt", store.uri(&key))),
-                    Err(e) => state.unreadable.push(format!("{}: {e}", store.uri(&key))),
+                match crate::interruption::read_record(&bytes, &trial, number) {
+                    Ok(record) => state.insert_interruption(&record),
+                    Err(why) => state.unreadable.push(format!("{}: {why}", store.uri(&key))),
                 }
             } else if kind == StoredKind::Result {
                 let result: TrialResult = serde_json::from_slice(&bytes)
