@@ -22,7 +22,13 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Cargo.toml Cargo.lock pricing.yaml ./
+COPY api api
+COPY model model
+COPY stats stats
+COPY trajectory trajectory
+COPY swe-prbench swe-prbench
 COPY core core
+COPY report report
 COPY worker worker
 COPY cli cli
 COPY controller controller

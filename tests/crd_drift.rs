@@ -5,11 +5,7 @@ mod common;
 #[test]
 fn committed_crd_matches_the_types() {
     let output = common::lightsout(&["crdgen", "-o", "crds/evaluationrun.yaml", "--check"]);
-    assert!(
-        output.status.success(),
-        "crds/evaluationrun.yaml has drifted from core/src/api: {}",
-        common::stderr(&output)
-    );
+    assert!(output.status.success(), "crds/evaluationrun.yaml has drifted from api/src: {}", common::stderr(&output));
 }
 
 #[test]
@@ -26,7 +22,7 @@ fn the_chart_ships_the_same_crd() {
 fn the_schedule_crd_matches_the_types_in_crds_and_the_chart() {
     for path in ["crds/evaluationschedule.yaml", "charts/lightsout/crds/evaluationschedule.yaml"] {
         let output = common::lightsout(&["crdgen", "--kind", "schedule", "-o", path, "--check"]);
-        assert!(output.status.success(), "{path} has drifted from core/src/api: {}", common::stderr(&output));
+        assert!(output.status.success(), "{path} has drifted from api/src: {}", common::stderr(&output));
     }
 }
 

@@ -19,7 +19,7 @@ const KEY: &str = "real-key-of-the-degraded-run";
 
 fn nonce() -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    lightsout_core::hash::sha256_hex(format!("{nanos}{:?}", std::thread::current().id()).as_bytes())[..10].to_string()
+    lightsout_api::hash::sha256_hex(format!("{nanos}{:?}", std::thread::current().id()).as_bytes())[..10].to_string()
 }
 
 fn sample_dataset() -> PathBuf {
@@ -203,10 +203,8 @@ fn require_root_and_harness() {
         0,
         "the test starts the CLI as other users, which needs root (CI runs as root)"
     );
-    let harness = lightsout_core::api::HarnessRef {
-        name: lightsout_core::api::HarnessName::MiniSweAgent,
-        version: MINI_SWE_AGENT.into(),
-    };
+    let harness =
+        lightsout_api::HarnessRef { name: lightsout_api::HarnessName::MiniSweAgent, version: MINI_SWE_AGENT.into() };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(lightsout_worker::harness::install(&harness, &lightsout_worker::harness::default_root())).unwrap();
 }

@@ -6,8 +6,9 @@
 mod common;
 
 use common::{lightsout, quickstart_with, stderr};
-use lightsout_core::api::DatasetFormat;
-use lightsout_core::{dataset, findings, judge, swe_prbench};
+use lightsout_api::DatasetFormat;
+use lightsout_core::{dataset, findings, judge};
+use lightsout_swe_prbench as swe_prbench;
 use serde::Deserialize;
 
 fn table<T: serde::de::DeserializeOwned>(name: &str) -> Vec<T> {

@@ -263,9 +263,7 @@ fn our_results(results: &Path) -> BTreeMap<String, Value> {
         let name = format!(
             "{}_{}_eval.json",
             result["task_id"].as_str().unwrap(),
-            lightsout_core::swe_prbench::harness::layout::full_config_name(
-                verdicts["context_config"].as_str().unwrap()
-            )
+            lightsout_swe_prbench::harness::layout::full_config_name(verdicts["context_config"].as_str().unwrap())
         );
         out.insert(name, result.clone());
     }
@@ -363,7 +361,7 @@ fn check_run(run: &str, embeddings: bool) {
     // The aggregates: the harness's report over the same 38 records, cell for cell.
     let summary = read_json(&dir.path().join("results/runs/golden/summary.json"));
     let report = &summary["variants"][0]["swe_prbench"]["report"];
-    let expected = serde_json::to_value(lightsout_core::swe_prbench::harness::eval_report(&theirs_all)).unwrap();
+    let expected = serde_json::to_value(lightsout_swe_prbench::harness::eval_report(&theirs_all)).unwrap();
     assert_eq!(report, &expected, "summary.json's report");
     assert_eq!(summary["trials"]["unjudged"], 1);
     assert_eq!(summary["variants"][0]["swe_prbench"]["records"], 38);

@@ -1,5 +1,5 @@
 //! `lightsout compare <baseline> <candidate>`: a candidate run against a baseline run, paired by
-//! task, with a verdict (see `lightsout_core::compare` for the statistics and the rule).
+//! task, with a verdict (see `lightsout_report::compare` for the statistics and the rule).
 //!
 //! Exit codes, for CI pipelines: 0 NoSignificantChange or Improved, 1 Regressed, 2 an error
 //! (a run that cannot be read, no common variant, bad settings, …). Nothing is written.
@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use lightsout_core::compare::{compare_runs, load_run, CompareSettings, Delta, RunComparison, Verdict};
-use lightsout_core::report::terminal::aligned_table;
+use lightsout_report::compare::{compare_runs, load_run, CompareSettings, Delta, RunComparison, Verdict};
+use lightsout_report::terminal::aligned_table;
 
 use crate::results_uri::{open_run, S3Flags};
 

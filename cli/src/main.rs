@@ -36,7 +36,7 @@ enum Command {
         /// How long a provider may send nothing (no byte of its answer, headers included) before
         /// a model call is taken for a hang and retried: the single-shot harness's calls and the
         /// agentic harnesses' (through the metering proxy) alike. e.g. 90s, 5m.
-        #[arg(long, default_value = "5m", value_parser = lightsout_core::duration::parse)]
+        #[arg(long, default_value = "5m", value_parser = lightsout_api::duration::parse)]
         provider_stall_timeout: std::time::Duration,
     },
     /// Write a run's HTML report (report.html next to its summary.json) and print a compact table.
@@ -78,7 +78,7 @@ enum Command {
         check: bool,
         /// Which resource: EvaluationRun (`run`) or EvaluationSchedule (`schedule`).
         #[arg(long, value_enum, default_value = "run")]
-        kind: crdgen::CrdKind,
+        kind: crdgen::CrdArg,
     },
 }
 
@@ -120,7 +120,7 @@ mod tests {
             Command::Run { provider_stall_timeout, .. } => provider_stall_timeout,
             _ => unreachable!("a run command"),
         };
-        assert_eq!(stall(&["lightsout", "run", "-f", "run.yaml"]), lightsout_core::model::DEFAULT_STALL_TIMEOUT);
+        assert_eq!(stall(&["lightsout", "run", "-f", "run.yaml"]), lightsout_model::DEFAULT_STALL_TIMEOUT);
         let set = stall(&["lightsout", "run", "-f", "run.yaml", "--provider-stall-timeout", "45s"]);
         assert_eq!(set, std::time::Duration::from_secs(45));
     }

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::io::Write as _;
 
-use lightsout_core::api::ScoringProtocol;
+use lightsout_api::ScoringProtocol;
 use lightsout_core::summary::RunSummary;
 
 /// A per-variant table: outcomes, recall@k with its interval, the SWE-PRBench composite, judge
@@ -61,7 +61,7 @@ pub fn summary_table(summary: &RunSummary) -> String {
         row.push(v.latency_ms.map(|l| format!("{:.1}", l.p50 as f64 / 1000.0)).unwrap_or_else(|| "-".into()));
         rows.push(row);
     }
-    out.push_str(&lightsout_core::report::terminal::aligned_table(&rows));
+    out.push_str(&lightsout_report::terminal::aligned_table(&rows));
     let s = &summary.spend;
     let _ = writeln!(
         out,

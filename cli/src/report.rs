@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use anyhow::Context;
-use lightsout_core::compare::{compare_runs, load_run, store_comparison};
-use lightsout_core::report;
 use lightsout_core::results::RunLayout;
+use lightsout_report as report;
+use lightsout_report::compare::{compare_runs, load_run, store_comparison};
 
 use crate::compare::SettingsFlags;
 use crate::results_uri::{open_run, S3Flags};

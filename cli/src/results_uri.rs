@@ -2,7 +2,7 @@
 //! `…/runs/NAME` URI and the S3 flags that reach it.
 
 use anyhow::{bail, Context as _};
-use lightsout_core::api::S3Connection;
+use lightsout_api::S3Connection;
 use lightsout_s3::{Results, S3Credentials};
 
 /// How to reach S3 from the command line; credentials come from the environment.

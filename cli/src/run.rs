@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use lightsout_core::api::EvaluationRun;
-use lightsout_core::model::{RateLimitPolicy, RetryPolicy};
-use lightsout_core::pricing::PricingTable;
-use lightsout_core::{dataset, plan, validate};
+use lightsout_api::validate;
+use lightsout_api::EvaluationRun;
+use lightsout_core::{dataset, plan};
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{RateLimitPolicy, RetryPolicy};
 use lightsout_worker::local::{run_local, Event, LocalRun, SandboxCommand};
 
 use crate::output;
@@ -29,7 +30,7 @@ pub fn validate(file: &Path) -> anyhow::Result<()> {
     let tasks: Vec<_> = tasks.into_iter().map(|t| t.task).collect();
     let plan = plan::plan(spec, &tasks, |_, _| None);
     let contexts = match &spec.matrix.context_configs {
-        Some(_) => format!(" × {} context configurations", plan::context_axis(spec).len()),
+        Some(_) => format!(" × {} context configurations", lightsout_api::variant::context_axis(spec).len()),
         None => String::new(),
     };
     let mut text = format!(

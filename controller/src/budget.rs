@@ -20,8 +20,8 @@
 //! depend on the order it is taken in and a restarted controller reaches the same verdict to
 //! the last digit.
 
-use lightsout_core::api::BudgetSpec;
-use lightsout_core::plan::Variant;
+use lightsout_api::variant::Variant;
+use lightsout_api::BudgetSpec;
 use lightsout_core::summary::{OutcomeCounts, RunSummary, SpendSummary};
 
 /// What the budget check reads.

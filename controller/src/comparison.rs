@@ -1,19 +1,19 @@
 //! A schedule's comparison of two finished runs, from their results stores, with the shared
-//! comparison code (`lightsout_core::compare`, also behind `lightsout compare`): the same numbers
+//! comparison code (`lightsout_report::compare`, also behind `lightsout compare`): the same numbers
 //! whoever asks. The comparison (`comparison.json`) and the candidate's HTML report showing it
 //! (`report.html`, as `lightsout report` writes it) are stored beside the candidate's results.
 
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use lightsout_core::api::{ComparisonSpec, EvaluationRun};
-use lightsout_core::compare::{compare_runs, load_run, store_comparison, CompareSettings, ComparedRun};
-use lightsout_core::report;
+use lightsout_api::{ComparisonSpec, EvaluationRun};
+use lightsout_report as report;
+use lightsout_report::compare::{compare_runs, load_run, store_comparison, CompareSettings, ComparedRun};
 use lightsout_s3::Results;
 
 use crate::context::Context;
 use crate::evaluation_schedule::{Compare, ComparisonOutcome};
-use crate::run_state::{s3_credentials, PrepareError};
+use crate::prepare::{s3_credentials, PrepareError};
 
 /// The longest message kept in a schedule's status (the full comparison is in `comparison.json`).
 const MESSAGE_MAX: usize = 1024;

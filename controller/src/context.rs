@@ -15,13 +15,14 @@ use kube::api::{Api, ListParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
-use lightsout_core::api::EvaluationRun;
-use lightsout_core::model::ModelClient;
-use lightsout_core::pricing::PricingTable;
+use lightsout_api::EvaluationRun;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::ModelClient;
 
 use crate::backoff::Backoff;
 use crate::error::Error;
 use crate::job::TrialSettings;
+use crate::judge_queue::JudgeQueue;
 use crate::labels;
 use crate::metrics::Metrics;
 use crate::network::NetworkSettings;
@@ -49,7 +50,7 @@ pub struct ControllerSettings {
     /// The run's summary (bootstrap intervals and all) is recomputed at most this often while
     /// trials finish; always at once when the run completes.
     pub summary_interval: Duration,
-    /// Reviews judged at once, and at most per reconcile (the rest on the next one).
+    /// Reviews judged at once (all runs together), and held in the judge queue per run.
     pub judge_concurrency: usize,
     pub judge_batch: usize,
     /// The expected cost of a trial before any of its variant has finished; `None` uses the
@@ -119,6 +120,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub models: ModelClient,
     pub pricing: PricingTable,
+    /// Judging, off the reconcile path.
+    pub judges: JudgeQueue,
     recorder: Recorder,
     clock: Clock,
     /// Per run (by uid): what was derived from its spec and read from its results store.
@@ -138,7 +141,19 @@ impl Context {
         let reporter =
             Reporter { controller: settings.field_manager.clone(), instance: std::env::var("POD_NAME").ok() };
         let recorder = Recorder::new(client.clone(), reporter);
-        Context { client, settings, view, metrics, models, pricing, recorder, clock, runs: Mutex::new(HashMap::new()) }
+        let judges = JudgeQueue::new(settings.judge_concurrency, settings.judge_batch);
+        Context {
+            client,
+            settings,
+            view,
+            metrics,
+            models,
+            pricing,
+            judges,
+            recorder,
+            clock,
+            runs: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn now(&self) -> DateTime<Utc> {
@@ -154,6 +169,7 @@ impl Context {
     /// Drops what was kept for a deleted run.
     pub fn forget_run(&self, uid: &str) {
         self.runs.lock().expect("runs lock").remove(uid);
+        self.judges.forget_run(uid);
     }
 
     /// The run's Jobs and their pods, by the run's labels.

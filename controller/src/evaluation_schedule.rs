@@ -29,11 +29,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use lightsout_core::api::{
+use lightsout_api::hash::sha256_hex;
+use lightsout_api::{
     condition, schedule_condition, ConcurrencyPolicy, EvaluationRun, EvaluationSchedule, EvaluationScheduleStatus,
     ScheduleComparison, MODELS_HASH_ANNOTATION, SCHEDULED_AT_ANNOTATION, SCHEDULE_LABEL, VERDICT_LABEL,
 };
-use lightsout_core::hash::sha256_hex;
 
 use crate::context::Context;
 use crate::error::{gone_is_ok, Error};
@@ -169,7 +169,7 @@ pub type Compare = Arc<
     dyn Fn(
             EvaluationRun,
             EvaluationRun,
-            lightsout_core::api::ComparisonSpec,
+            lightsout_api::ComparisonSpec,
         ) -> futures::future::BoxFuture<'static, Result<ComparisonOutcome, String>>
         + Send
         + Sync,
@@ -289,7 +289,7 @@ pub async fn reconcile(cached: Arc<EvaluationSchedule>, sctx: Arc<ScheduleContex
             continue;
         }
         let baseline = match (&schedule.spec.baseline.run, schedule.spec.baseline.policy) {
-            (Some(pinned), lightsout_core::api::BaselineKind::Pinned) => {
+            (Some(pinned), lightsout_api::BaselineKind::Pinned) => {
                 runs_api.get_opt(pinned).await.map_err(Error::Kube)?.filter(|b| b.name_any() != run.name_any())
             }
             _ => position.checked_sub(1).map(|p| complete[p].clone()),
@@ -347,8 +347,8 @@ pub async fn reconcile(cached: Arc<EvaluationSchedule>, sctx: Arc<ScheduleContex
 
     // 5. History: oldest first beyond the limits, never a baseline still in use.
     let keep_baseline: Option<String> = match schedule.spec.baseline.policy {
-        lightsout_core::api::BaselineKind::Pinned => schedule.spec.baseline.run.clone(),
-        lightsout_core::api::BaselineKind::LastSuccessful => complete.last().map(|r| r.name_any()),
+        lightsout_api::BaselineKind::Pinned => schedule.spec.baseline.run.clone(),
+        lightsout_api::BaselineKind::LastSuccessful => complete.last().map(|r| r.name_any()),
     };
     let failed: Vec<&EvaluationRun> = runs.iter().filter(|r| finished(r) == Some(false)).collect();
     let compared: Vec<&&EvaluationRun> = complete.iter().filter(|r| r.labels().contains_key(VERDICT_LABEL)).collect();

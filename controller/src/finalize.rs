@@ -10,14 +10,16 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use lightsout_core::api::EvaluationRun;
+use lightsout_api::EvaluationRun;
 
 use crate::context::Context;
 use crate::error::{gone_is_ok, Error};
 use crate::labels;
 use crate::metrics::RunKey;
 use crate::network::network_policy_name;
-use crate::reconcile::FINALIZER;
+
+/// The finalizer that lets the controller clean up what a run created.
+pub const FINALIZER: &str = "lightsout.dev/cleanup";
 
 /// Cleans up a run being deleted, then removes the finalizer.
 pub async fn cleanup(run: &EvaluationRun, ctx: &Context) -> Result<Action, Error> {

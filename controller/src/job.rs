@@ -90,9 +90,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use lightsout_core::api::{ContextConfig, EvaluationRun, HarnessName, HarnessRef};
+use lightsout_api::variant::Variant;
+use lightsout_api::{ContextConfig, EvaluationRun, HarnessName, HarnessRef};
 use lightsout_core::dataset::Task;
-use lightsout_core::plan::Variant;
 use lightsout_core::pod_job::{PodJob, ProviderEndpoint};
 use sha2::{Digest, Sha256};
 
@@ -324,7 +324,7 @@ pub fn pod_job(input: &TrialInput, settings: &TrialSettings) -> Result<PodJob, J
     if !spec.storage.results.starts_with("s3://") && !settings.allow_local_results {
         return Err(JobError::NotS3 { results: spec.storage.results.clone() });
     }
-    let timeout = lightsout_core::duration::parse_timeout(&spec.agent.timeout).map_err(JobError::BadTimeout)?;
+    let timeout = lightsout_api::duration::parse_timeout(&spec.agent.timeout).map_err(JobError::BadTimeout)?;
     let agentic = is_agentic(&input.variant.harness);
     Ok(PodJob {
         run,
@@ -651,7 +651,7 @@ pub fn ttl_patch(seconds: i32) -> serde_json::Value {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use lightsout_core::plan::variants;
+    use lightsout_api::variant::variants;
     use serde_yaml::Value;
 
     const RUN: &str = r#"
@@ -684,7 +684,7 @@ spec:
 "#;
 
     pub(crate) fn test_run() -> EvaluationRun {
-        lightsout_core::validate::parse_run(RUN, "test").unwrap()
+        lightsout_api::validate::parse_run(RUN, "test").unwrap()
     }
 
     fn task(id: &str, image: Option<&str>) -> Task {

@@ -1,20 +1,23 @@
-//! Judging in the reconcile (step 6 of [`crate::reconcile`]): the final reviews that still need
-//! verdicts, judged a bounded batch per pass (`judge_concurrency` at a time), their
-//! `verdicts.json` stored and every judge call metered once.
+//! Judging (step 6 of [`crate::reconcile`]): the final reviews that still need verdicts are
+//! handed to the [`crate::judge_queue`], which judges them off the reconcile path
+//! ([`judge_one`]: votes asked, `verdicts.json` stored); the reconcile takes back what it judged
+//! and meters every judge call once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use futures::stream::{self, StreamExt};
-use lightsout_core::api::EvaluationRun;
+use kube::runtime::reflector::ObjectRef;
+use lightsout_api::EvaluationRun;
 use lightsout_core::findings::ParsedReview;
 use lightsout_core::judge::VoteValue;
 use lightsout_core::results::ResultStore;
 use lightsout_core::scoring::Verdicts;
-use lightsout_core::stored::{compact_verdicts, HeldResult};
+use lightsout_core::stored::compact_verdicts;
 use lightsout_core::trial::Outcome;
+use lightsout_core::trial_record::HeldResult;
 
 use crate::context::Context;
+use crate::judge_queue::Rejudged;
 use crate::metrics::{Role, RunKey};
 use crate::run_state::{PreparedRun, RunState};
 
@@ -39,40 +42,35 @@ pub(crate) fn awaiting_judges(prepared: &PreparedRun, state: &RunState, max_atte
     needing_verdicts(prepared, state, max_attempts).count()
 }
 
-/// Judges up to a batch of finished reviews; `true` when none is left waiting.
+/// Judging's part of a reconcile: stores the verdicts the judge queue finished, then hands it
+/// the reviews still without (as many as it takes; one it took back unjudged waits for the
+/// next pass); `true` when none is left waiting. Never waits on a model.
 pub(crate) async fn judge_reviews(
     run: &EvaluationRun,
     ctx: &Context,
     prepared: &Arc<PreparedRun>,
     state: &mut RunState,
     key: &RunKey,
+    uid: &str,
 ) -> bool {
     if prepared.scorer.is_none() {
         return true;
     }
-    let max_attempts = prepared.max_attempts(&run.spec);
-    let batch: Vec<(usize, u32)> = needing_verdicts(prepared, state, max_attempts)
-        .take(ctx.settings.judge_batch.max(1))
-        .map(|(i, r)| (i, r.attempt))
-        .collect();
-    if batch.is_empty() {
-        return true;
-    }
-    // Collected first: a lazy iterator borrowing `prepared` inside the stream trips rustc's
-    // `Send` inference for the reconcile future.
-    let jobs: Vec<_> = batch.into_iter().map(|(index, attempt)| judge_one(prepared.clone(), index, attempt)).collect();
-    let outcomes: Vec<(usize, u32, Result<Rejudged, String>)> =
-        stream::iter(jobs).buffer_unordered(ctx.settings.judge_concurrency.max(1)).collect().await;
-
     let mut failures = Vec::new();
-    for (index, attempt, verdicts) in outcomes {
+    // A review taken back unjudged or incomplete is handed over again on the next pass, not
+    // this one: a failing provider is not asked again the moment it failed.
+    let mut taken_now = HashSet::new();
+    for judged in ctx.judges.take_finished(uid) {
+        // Trials are the same in every generation the run accepts (its claim).
+        let Some(&index) = prepared.trial_index.get(&judged.trial_id) else { continue };
         let trial = &prepared.plan.trials[index];
-        match verdicts {
+        taken_now.insert((index, judged.attempt));
+        match judged.outcome {
             Ok(Rejudged { mut verdicts, previous }) => {
                 let variant = &prepared.plan.variants[trial.variant as usize];
                 record_judge_metrics(ctx, key, &variant.name, &verdicts, previous.as_ref());
                 compact_verdicts(&mut verdicts);
-                state.stored.as_mut().expect("stored").insert_verdicts(&trial.id, attempt, verdicts);
+                state.stored.as_mut().expect("stored").insert_verdicts(&trial.id, judged.attempt, verdicts);
                 state.summary_dirty = true;
             }
             Err(e) => {
@@ -97,18 +95,25 @@ pub(crate) async fn judge_reviews(
         )
         .await;
     }
+
+    let max_attempts = prepared.max_attempts(&run.spec);
+    let handed: Vec<(usize, u32)> = needing_verdicts(prepared, state, max_attempts)
+        .filter(|(index, result)| !taken_now.contains(&(*index, result.attempt)))
+        .filter(|(index, result)| !ctx.judges.is_queued(uid, &prepared.plan.trials[*index].id, result.attempt))
+        .take(ctx.judges.room(uid))
+        .map(|(index, result)| (index, result.attempt))
+        .collect();
+    let object = ObjectRef::from_obj(run);
+    for (index, attempt) in handed {
+        let trial_id = &prepared.plan.trials[index].id;
+        ctx.judges.submit(object.clone(), uid, trial_id, attempt, judge_one(prepared.clone(), index, attempt));
+    }
     awaiting_judges(prepared, state, max_attempts) == 0
 }
 
-/// New verdicts and the stored ones they were judged again from, whose calls are already metered.
-struct Rejudged {
-    verdicts: Verdicts,
-    previous: Option<Verdicts>,
-}
-
 /// Judges the stored review of attempt `attempt` of planned trial `index` and stores its verdicts.
-async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> (usize, u32, Result<Rejudged, String>) {
-    let Some(scorer) = prepared.scorer.as_ref() else { return (index, attempt, Err("the run has no judges".into())) };
+async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> Result<Rejudged, String> {
+    let Some(scorer) = prepared.scorer.as_ref() else { return Err("the run has no judges".into()) };
     let store = &prepared.store;
     let trial = &prepared.plan.trials[index];
     let task = &prepared.tasks[trial.task as usize];
@@ -116,30 +121,26 @@ async fn judge_one(prepared: Arc<PreparedRun>, index: usize, attempt: u32) -> (u
     let variant_id = &variant.id;
     let findings_key = prepared.layout.artifact(variant_id, &trial.id, attempt, "findings.json");
     let verdicts_key = prepared.layout.artifact(variant_id, &trial.id, attempt, "verdicts.json");
-    let verdicts = async {
-        let bytes = store
-            .get(&findings_key)
-            .await
-            .map_err(|e| format!("{}: {e}", store.uri(&findings_key)))?
-            .ok_or_else(|| format!("{} is missing", store.uri(&findings_key)))?;
-        let review: ParsedReview =
-            serde_json::from_slice(&bytes).map_err(|e| format!("{} is not valid: {e}", store.uri(&findings_key)))?;
-        // Incomplete verdicts keep their answered votes; only the missing ones are asked again.
-        let previous: Option<Verdicts> = match store.get(&verdicts_key).await {
-            Ok(Some(bytes)) => serde_json::from_slice(&bytes).ok(),
-            Ok(None) => None,
-            Err(e) => return Err(format!("{}: {e}", store.uri(&verdicts_key))),
-        };
-        let verdicts = scorer
-            .score_in_context(task, trial.context, &review, previous.as_ref(), &variant.model.name)
-            .await
-            .map_err(|e| e.to_string())?;
-        let bytes = serde_json::to_vec_pretty(&verdicts).expect("verdicts serialise");
-        store.put(&verdicts_key, &bytes).await.map_err(|e| format!("{}: {e}", store.uri(&verdicts_key)))?;
-        Ok::<_, String>(Rejudged { verdicts, previous })
-    }
-    .await;
-    (index, attempt, verdicts)
+    let bytes = store
+        .get(&findings_key)
+        .await
+        .map_err(|e| format!("{}: {e}", store.uri(&findings_key)))?
+        .ok_or_else(|| format!("{} is missing", store.uri(&findings_key)))?;
+    let review: ParsedReview =
+        serde_json::from_slice(&bytes).map_err(|e| format!("{} is not valid: {e}", store.uri(&findings_key)))?;
+    // Incomplete verdicts keep their answered votes; only the missing ones are asked again.
+    let previous: Option<Verdicts> = match store.get(&verdicts_key).await {
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes).ok(),
+        Ok(None) => None,
+        Err(e) => return Err(format!("{}: {e}", store.uri(&verdicts_key))),
+    };
+    let verdicts = scorer
+        .score_in_context(task, trial.context, &review, previous.as_ref(), &variant.model.name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let bytes = serde_json::to_vec_pretty(&verdicts).expect("verdicts serialise");
+    store.put(&verdicts_key, &bytes).await.map_err(|e| format!("{}: {e}", store.uri(&verdicts_key)))?;
+    Ok(Rejudged { verdicts, previous })
 }
 
 /// Meters the judge calls made for `verdicts` and not already for `previous` (kept votes were

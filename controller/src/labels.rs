@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use lightsout_core::api::ContextConfig;
+use lightsout_api::ContextConfig;
 use sha2::{Digest, Sha256};
 
 pub const RUN: &str = "lightsout.dev/run";

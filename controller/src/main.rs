@@ -16,6 +16,7 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
+use lightsout_api::{EvaluationRun, EvaluationSchedule};
 use lightsout_controller::backoff::Backoff;
 use lightsout_controller::context::{self, ClusterView, Context, ControllerSettings};
 use lightsout_controller::evaluation_schedule::{self, ScheduleContext};
@@ -26,9 +27,8 @@ use lightsout_controller::metrics::Metrics;
 use lightsout_controller::network::NetworkSettings;
 use lightsout_controller::observe::ObserveSettings;
 use lightsout_controller::{comparison, labels, reconcile, shutdown};
-use lightsout_core::api::{EvaluationRun, EvaluationSchedule};
-use lightsout_core::model::{ModelClient, RetryPolicy};
-use lightsout_core::pricing::PricingTable;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{ModelClient, RetryPolicy};
 use tokio::sync::watch;
 
 #[derive(Parser, Debug)]
@@ -260,7 +260,7 @@ async fn run_controller(
         (shared.clone(), shared)
     };
     let schedule_controller = Controller::new(schedules, watcher::Config::default())
-        .owns(schedule_runs, watcher::Config::default().labels(lightsout_core::api::SCHEDULE_LABEL))
+        .owns(schedule_runs, watcher::Config::default().labels(lightsout_api::SCHEDULE_LABEL))
         .graceful_shutdown_on(shutdown_schedules)
         .run(evaluation_schedule::reconcile, evaluation_schedule::error_policy, schedule_ctx)
         .for_each(|result| async move {
@@ -272,6 +272,7 @@ async fn run_controller(
 
     // A pod's run is its Job's owner (a pod's labels may carry a shortened run name).
     let jobs_for_pods = job_store.clone();
+    let judges = ctx.judges.clone();
     let run_controller = Controller::new(runs, watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(args.concurrency))
         .owns_stream(job_stream)
@@ -282,6 +283,7 @@ async fn run_controller(
             let owner = job.owner_references().iter().find(|o| o.kind == "EvaluationRun")?.name.clone();
             Some(ObjectRef::<EvaluationRun>::new(&owner).within(&namespace))
         })
+        .reconcile_on(ctx.judges.wakes())
         .graceful_shutdown_on(shutdown_runs)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
@@ -291,6 +293,8 @@ async fn run_controller(
             }
         });
     futures::join!(run_controller, schedule_controller);
+    // The reviews being judged are stored with their calls (within the shutdown's deadline).
+    judges.drain().await;
     Ok(())
 }
 

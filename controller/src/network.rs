@@ -39,7 +39,7 @@ use k8s_openapi::api::networking::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use lightsout_core::api::EvaluationRun;
+use lightsout_api::EvaluationRun;
 
 use crate::job::{owner_reference, JobError};
 use crate::labels;
@@ -277,7 +277,7 @@ pub fn network_policy_name(run: &str) -> String {
         format!(
             "{}-{}-trials",
             &run[..200].trim_end_matches(['-', '.']),
-            &lightsout_core::hash::short_hash(run.as_bytes())
+            &lightsout_api::hash::short_hash(run.as_bytes())
         )
     }
 }

@@ -587,8 +587,8 @@ fn classify(
 mod tests {
     use super::*;
     use crate::observation::TrialState;
-    use lightsout_core::model::Usage;
     use lightsout_core::trial::Outcome;
+    use lightsout_model::Usage;
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
     use serde_json::{json, Value};

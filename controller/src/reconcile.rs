@@ -4,7 +4,7 @@
 //!
 //! 1. **Deleted?** Clean up through the finalizer ([`crate::finalize`]). Otherwise make sure the
 //!    finalizer is on the run.
-//! 2. **Dereference and validate** the spec ([`run_state::prepare`]), once per generation: a
+//! 2. **Dereference and validate** the spec ([`prepare::prepare`]), once per generation: a
 //!    problem becomes `Accepted=False` with a message naming what and where, and no Job.
 //! 3. **NetworkPolicy**: applied once per generation (server-side apply).
 //! 4. **Observe** the run's Jobs and pods ([`observe`]) and **record** what finished, in the
@@ -16,8 +16,9 @@
 //! 5. **Decide** ([`decide`]) from the Jobs and the stored results alone, and create one Job
 //!    (then its ConfigMap) per start. Names are a function of (run, trial, attempt), so a
 //!    restarted controller gets `AlreadyExists`, never a second Job for an attempt.
-//! 6. **Judge** finished reviews (a bounded batch per pass), storing `verdicts.json`
-//!    ([`crate::judging`]).
+//! 6. **Judge**: store the verdicts the judge queue finished and hand it the finished reviews
+//!    still without ([`crate::judging`], [`crate::judge_queue`]); the pass never waits on a
+//!    model, and a judged review wakes the run again.
 //! 7. **Summarise** from the stored results and verdicts with the shared scoring code
 //!    (`summary.json`, throttled to [`ControllerSettings::summary_interval`] while trials
 //!    finish), and write `.status` when it changed; Events on milestones.
@@ -39,29 +40,29 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use lightsout_core::api::{condition, EvaluationRun, EvaluationRunStatus};
+use lightsout_api::{condition, EvaluationRun, EvaluationRunStatus};
 use lightsout_core::results::ResultStore;
-use lightsout_core::stored::HeldResult;
 use lightsout_core::summary::{self, DatasetSummary, RunIdentity};
+use lightsout_core::trial_record::HeldResult;
 
 use crate::budget::{self, Budget};
 use crate::context::Context;
 use crate::error::{gone_is_ok, Error};
+pub use crate::finalize::FINALIZER;
 use crate::job::{self, TrialInput};
 use crate::judging::{awaiting_judges, judge_reviews};
 use crate::metrics::{Role, RunKey, TrialGauges};
 use crate::network::{self, ServiceBackend};
 use crate::observation::{AttemptState, InfraReason};
 use crate::observe::{self, observe, Admission};
+use crate::prepare::{self, PrepareError};
 use crate::record::{infra_result, put_result, record_finished, stored_reason};
-use crate::run_state::{self, PrepareError, PreparedRun, RunState};
+use crate::run_state::{self, PreparedRun, RunState};
 use crate::schedule::{decide, Decision, Policy};
 use crate::status::{self, compute_status, Refusal};
 
-/// The finalizer that lets the controller clean up what a run created.
-pub const FINALIZER: &str = "lightsout.dev/cleanup";
-
-/// How soon to come back while reviews wait for the judges.
+/// How soon to come back while reviews wait for the judges (a judged review also wakes the run
+/// at once; this covers a controller whose wakes are not wired, as in the tests).
 const JUDGING_REQUEUE: Duration = Duration::from_secs(2);
 /// How soon to come back to a run whose spec is refused (a missing Secret may appear).
 const INVALID_REQUEUE: Duration = Duration::from_secs(60);
@@ -111,7 +112,7 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
 
     // Dereference and validate, once per generation.
     if state.prepared.as_ref().map(|p| p.generation) != Some(generation) {
-        match run_state::prepare(run, ctx).await {
+        match prepare::prepare(run, ctx).await {
             Ok((prepared, stored)) => {
                 let max_attempts = prepared.max_attempts(&run.spec);
                 if state.stored.is_none() {
@@ -226,7 +227,7 @@ async fn reconcile_run(run: &EvaluationRun, ctx: &Context) -> Result<Action, Err
         state.last_progress = Some(now);
     }
 
-    let judged_all = judge_reviews(run, ctx, &prepared, &mut state, &key).await;
+    let judged_all = judge_reviews(run, ctx, &prepared, &mut state, &key, &uid).await;
     let awaiting_judges = awaiting_judges(&prepared, &state, max_attempts);
 
     summarise(run, ctx, &prepared, &mut state, &decision, awaiting_judges).await?;

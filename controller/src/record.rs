@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use futures::stream::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use lightsout_core::api::EvaluationRun;
-use lightsout_core::hash::sha256_hex;
+use lightsout_api::hash::sha256_hex;
+use lightsout_api::EvaluationRun;
 use lightsout_core::results::ResultStore;
 use lightsout_core::trial::{Outcome, TrialResult, RESULT_SCHEMA};
 

@@ -42,7 +42,7 @@
 //! [`plan::plan`]: lightsout_core::plan::plan
 
 use chrono::{DateTime, Utc};
-use lightsout_core::api::EvaluationRunSpec;
+use lightsout_api::EvaluationRunSpec;
 use lightsout_core::plan::PlannedTrial;
 
 use crate::backoff::Backoff;
@@ -628,7 +628,7 @@ spec:
   retries: 3
   suspend: true
 "#;
-        let mut spec = lightsout_core::validate::parse_run(yaml, "run").unwrap().spec;
+        let mut spec = lightsout_api::validate::parse_run(yaml, "run").unwrap().spec;
         let p = Policy::from_spec(&spec, Backoff::default());
         assert_eq!((p.parallelism, p.retries, p.suspend, p.max_attempts()), (12, 3, true, 4));
         spec.parallelism = 0;

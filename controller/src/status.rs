@@ -11,7 +11,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use lightsout_core::api::{
+use lightsout_api::{
     condition, EvaluationRunStatus, QueueStatus, Spend, TrialCounts, VariantStatus, MAX_STATUS_VARIANTS,
 };
 use lightsout_core::summary::{OutcomeCounts, RunSummary, VariantSummary};
@@ -499,8 +499,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use chrono::{TimeZone, Utc};
-    use lightsout_core::model::Usage;
     use lightsout_core::summary::{DatasetSummary, RunIdentity, SpendSummary, SUMMARY_SCHEMA};
+    use lightsout_model::Usage;
 
     use super::*;
 
@@ -563,9 +563,9 @@ mod tests {
                 tasks: 10,
                 skipped_lines: 0,
             },
-            protocol: lightsout_core::api::ScoringProtocol::CrBugBench,
+            protocol: lightsout_api::ScoringProtocol::CrBugBench,
             k: vec![1, 3, 5],
-            bootstrap: lightsout_core::stats::BootstrapConfig::default(),
+            bootstrap: lightsout_stats::BootstrapConfig::default(),
             trials,
             spend: SpendSummary { agent_usd: 3.0, judge_usd: 1.5, total_usd: 4.5, unpriced_calls: 2 },
             tokens: Default::default(),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use cluster::*;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
-use lightsout_core::api::EvaluationRun;
+use lightsout_api::EvaluationRun;
 use lightsout_testkit::kueue;
 use serde_json::json;
 

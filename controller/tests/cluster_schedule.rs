@@ -11,7 +11,7 @@ use std::time::Duration;
 use cluster::*;
 use kube::api::Api;
 use kube::ResourceExt;
-use lightsout_core::api::{EvaluationRun, EvaluationSchedule};
+use lightsout_api::{EvaluationRun, EvaluationSchedule};
 use lightsout_core::results::ResultStore;
 use serde_json::{json, Value};
 

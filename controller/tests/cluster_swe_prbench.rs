@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 /// Uploads the sample's SWE-PRBench dataset, every file under `datasets/sample/swe-prbench`, to
 /// `s3://BUCKET/datasets/swe-prbench/`.
 async fn upload_sample(moto: &moto::Moto) {
-    let connection = lightsout_core::api::S3Connection {
+    let connection = lightsout_api::S3Connection {
         endpoint: Some(moto.endpoint()),
         region: Some("us-east-1".into()),
         secret_name: None,

@@ -5,9 +5,9 @@ mod common;
 
 use common::{condition_of, run_to_completion, Cluster, PodEnd, NAMESPACE, RUN};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use lightsout_api::condition;
 use lightsout_controller::labels;
 use lightsout_controller::reconcile::FINALIZER;
-use lightsout_core::api::condition;
 use lightsout_core::summary::RunSummary;
 use serde_json::json;
 
@@ -102,8 +102,8 @@ async fn completions_free_slots_and_the_run_completes_with_scored_results_in_sta
 /// and `lightsout report` (and a schedule's comparisons) load them through `run.json`.
 #[tokio::test]
 async fn a_run_completed_by_the_controller_can_be_compared_and_reported() {
-    use lightsout_core::compare::{compare_runs, load_run, CompareSettings, Verdict};
     use lightsout_core::run_record::RunRecord;
+    use lightsout_report::compare::{compare_runs, load_run, CompareSettings, Verdict};
 
     let cluster = Cluster::start().await;
     cluster.reconcile().await;
@@ -123,10 +123,10 @@ async fn a_run_completed_by_the_controller_can_be_compared_and_reported() {
     let comparison = compare_runs(&loaded, &loaded, &CompareSettings::default()).unwrap();
     assert_eq!(comparison.verdict, Verdict::NoSignificantChange);
 
-    let report = lightsout_core::report::load(&store, RUN).await.expect("the run loads as lightsout report loads it");
-    let html = lightsout_core::report::render_html(&report);
+    let report = lightsout_report::load(&store, RUN).await.expect("the run loads as lightsout report loads it");
+    let html = lightsout_report::render_html(&report);
     assert!(html.contains("gpt-5-mini"), "the report lists the variants");
-    let uri = lightsout_core::report::store_report(&store, RUN, &report).await.unwrap();
+    let uri = lightsout_report::store_report(&store, RUN, &report).await.unwrap();
     assert!(uri.ends_with("runs/nightly/report.html"), "{uri}");
 }
 
@@ -541,7 +541,7 @@ async fn judging_missing_votes_again_meters_only_the_new_calls() {
 /// each review in it: the summary's `report.by_config` has one row per configuration.
 #[tokio::test]
 async fn the_context_axis_runs_each_configuration_as_its_own_trial_and_scores_it_so() {
-    use lightsout_core::api::{ContextConfig, DatasetFormat, PromptPreset, PromptRef};
+    use lightsout_api::{ContextConfig, DatasetFormat, PromptPreset, PromptRef};
     let mut cluster = Cluster::start_with(|run| {
         let spec = &mut run.spec;
         spec.dataset.format = DatasetFormat::SwePrBench;

@@ -17,14 +17,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use kube_fake_client::ClientBuilder;
+use lightsout_api::{EvaluationRun, EvaluationSchedule, ModelRef, SCHEDULE_LABEL, VERDICT_LABEL};
 use lightsout_controller::context::{ClusterView, Context, ControllerSettings};
 use lightsout_controller::evaluation_schedule::{reconcile, ComparisonOutcome, ScheduleContext};
 use lightsout_controller::job::TrialSettings;
 use lightsout_controller::metrics::Metrics;
 use lightsout_controller::status::from_time;
-use lightsout_core::api::{EvaluationRun, EvaluationSchedule, ModelRef, SCHEDULE_LABEL, VERDICT_LABEL};
-use lightsout_core::model::{ModelClient, RetryPolicy};
-use lightsout_core::pricing::PricingTable;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{ModelClient, RetryPolicy};
 
 const NAMESPACE: &str = "evals";
 
@@ -353,7 +353,7 @@ spec:
     };
     let h = Harness::start("Forbid").await;
     for name in ["nightly-20261201-0100", "nightly-20261202-0100"] {
-        let run = lightsout_core::validate::parse_run(&run_yaml(name), "run.yaml").unwrap();
+        let run = lightsout_api::validate::parse_run(&run_yaml(name), "run.yaml").unwrap();
         run_local(
             LocalRun {
                 run: run.clone(),
@@ -362,8 +362,8 @@ spec:
                 env: Box::new(|_| None),
                 retry_delay: Duration::from_millis(1),
                 model_retry: RetryPolicy::default(),
-                model_rate_limits: lightsout_core::model::RateLimitPolicy::default(),
-                provider_stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
+                model_rate_limits: lightsout_model::RateLimitPolicy::default(),
+                provider_stall_timeout: lightsout_model::DEFAULT_STALL_TIMEOUT,
                 harness_root: results.path().join("harnesses"),
                 sandbox: None,
                 upload_deadline: Duration::from_secs(10),
@@ -395,7 +395,7 @@ spec:
     // The comparison and the candidate's report showing it are stored beside its results, and
     // the status says where the report is.
     let run_dir = results.path().join("runs/nightly-20261202-0100");
-    let comparison: lightsout_core::compare::RunComparison =
+    let comparison: lightsout_report::compare::RunComparison =
         serde_json::from_slice(&std::fs::read(run_dir.join("comparison.json")).unwrap()).unwrap();
     assert_eq!(comparison.verdict.as_str(), "NoSignificantChange");
     assert_eq!(comparison.baseline.name, "nightly-20261201-0100");
@@ -410,7 +410,7 @@ spec:
     assert!(html.contains("nightly-20261201-0100"));
     // The report reads back the stored comparison by itself (as `lightsout report` does).
     let store = lightsout_s3::Results::open(&format!("file://{}", results.path().display()), None, None).unwrap();
-    let data = lightsout_core::report::load(&store, "nightly-20261202-0100").await.unwrap();
+    let data = lightsout_report::load(&store, "nightly-20261202-0100").await.unwrap();
     assert_eq!(data.comparison.as_ref(), Some(&comparison));
     assert!(data.notices.is_empty(), "{:?}", data.notices);
 }

@@ -20,15 +20,16 @@
 
 use std::time::Instant;
 
-use lightsout_core::api::{ContextConfig, HarnessName, HarnessRef, ModelRef, PromptRef, ScoringProtocol, VoteRule};
+use lightsout_api::variant::Variant;
+use lightsout_api::{ContextConfig, HarnessName, HarnessRef, ModelRef, PromptRef, ScoringProtocol, VoteRule};
 use lightsout_core::judge::{decide, PairDecision, TrialVerdicts, Vote, VoteValue, JUDGE_PROMPT_VERSION};
-use lightsout_core::model::Usage;
-use lightsout_core::plan::Variant;
 use lightsout_core::scoring::Verdicts;
-use lightsout_core::stats::{agreement, bootstrap_columns, Agreement, BootstrapConfig, Cluster, Interval};
-use lightsout_core::summary::{summarise_run, DatasetSummary, RunIdentity, ScoringSettings, TrialRecord};
-use lightsout_core::swe_prbench::{ProtocolReading, SimilarityKind};
+use lightsout_core::summary::{summarise_run, DatasetSummary, RunIdentity, ScoringSettings};
 use lightsout_core::trial::{Outcome, TrialResult};
+use lightsout_core::trial_record::TrialRecord;
+use lightsout_model::Usage;
+use lightsout_stats::{agreement, bootstrap_columns, Agreement, BootstrapConfig, Cluster, Interval};
+use lightsout_swe_prbench::{ProtocolReading, SimilarityKind};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -249,7 +250,7 @@ fn stored_run(run: &Run) -> (Vec<Variant>, Vec<TrialRecord>) {
                 language: None,
                 truth_items: run.human_comments[task],
                 swe_prbench_input: None,
-                result: Some(std::sync::Arc::new(lightsout_core::stored::HeldResult::from(&result))),
+                result: Some(std::sync::Arc::new(lightsout_core::trial_record::HeldResult::from(&result))),
                 verdicts: Some(std::sync::Arc::new(Verdicts::CrBugBench(verdicts))),
             });
         }

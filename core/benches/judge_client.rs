@@ -12,12 +12,12 @@
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
-use lightsout_core::api::{ApiKind, ModelRef, VoteRule};
+use lightsout_api::{ApiKind, ModelRef, VoteRule};
 use lightsout_core::dataset::TruthItem;
 use lightsout_core::findings::Finding;
 use lightsout_core::judge::{Judge, Panel, VoteValue};
-use lightsout_core::model::{Endpoint, ModelClient, RateLimitPolicy, RetryPolicy};
-use lightsout_core::pricing::PricingTable;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{Endpoint, ModelClient, RateLimitPolicy, RetryPolicy};
 use lightsout_scripted::{Faults, RateLimit, ScriptedConfig, ScriptedServer};
 
 /// The provider's rate limit (requests/s) and burst.

@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
+use lightsout_api::validate::parse_run;
 use lightsout_core::dataset::Task;
 use lightsout_core::plan::plan;
-use lightsout_core::validate::parse_run;
 
 const RUN: &str = r#"
 apiVersion: lightsout.dev/v1alpha1

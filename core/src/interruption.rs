@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Usage;
+use lightsout_model::Usage;
 
 pub const INTERRUPTION_SCHEMA: &str = "lightsout.dev/interruption/v1";
 

@@ -30,11 +30,11 @@ use std::collections::BTreeMap;
 use futures::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 
-use crate::api::{ModelRef, VoteRule};
 use crate::dataset::TruthItem;
 use crate::findings::Finding;
-use crate::model::{CallError, ChatRequest, Endpoint, ModelClient, Usage};
-use crate::pricing::PricingTable;
+use lightsout_api::{ModelRef, VoteRule};
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{CallError, ChatRequest, Endpoint, ModelClient, Usage};
 
 /// Recorded with every verdict; bump when the judge prompt's text changes.
 pub const JUDGE_PROMPT_VERSION: &str = "crbugbench-judge/v1";

@@ -7,10 +7,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::api::{ApiKind, S3Connection};
 use crate::dataset::Task;
-use crate::model::Endpoint;
-use crate::plan::Variant;
+use lightsout_api::variant::Variant;
+use lightsout_api::{ApiKind, S3Connection};
+use lightsout_model::Endpoint;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,7 +23,7 @@ pub struct PodJob {
     /// The trial's configuration of the `matrix.contextConfigs` axis, part of its identity;
     /// absent without the axis.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_config: Option<crate::api::ContextConfig>,
+    pub context_config: Option<lightsout_api::ContextConfig>,
     pub repeat: u32,
     pub attempt: u32,
     /// The full prompt, rendered by the controller.
@@ -61,7 +61,7 @@ pub struct PodJob {
     pub upload_deadline_seconds: u64,
     /// How long the provider may send nothing (no byte of its answer, headers included) before
     /// a model call is taken for a hang and fails, by the single-shot harness's client and by the
-    /// metering proxy alike; [`crate::model::DEFAULT_STALL_TIMEOUT`] when absent.
+    /// metering proxy alike; [`lightsout_model::DEFAULT_STALL_TIMEOUT`] when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_stall_timeout_seconds: Option<u64>,
 }
@@ -106,6 +106,6 @@ impl PodJob {
 
     pub fn provider_stall_timeout(&self) -> Duration {
         self.provider_stall_timeout_seconds
-            .map_or(crate::model::DEFAULT_STALL_TIMEOUT, |seconds| Duration::from_secs(seconds.max(1)))
+            .map_or(lightsout_model::DEFAULT_STALL_TIMEOUT, |seconds| Duration::from_secs(seconds.max(1)))
     }
 }

@@ -2,9 +2,9 @@
 //! records the hash of the exact prompt it was given: results stay comparable only while it
 //! matches.
 
-use crate::api::{ContextConfig, PromptPreset, PromptRef};
 use crate::dataset::Task;
-use crate::swe_prbench::harness::prompts::{AGENT_RETRY_SUFFIX, AGENT_SYSTEM_PROMPT};
+use lightsout_api::{ContextConfig, PromptPreset, PromptRef};
+use lightsout_swe_prbench::harness::prompts::{AGENT_RETRY_SUFFIX, AGENT_SYSTEM_PROMPT};
 
 /// The system message of every review prompt.
 pub const REVIEWER_SYSTEM: &str = "You are an expert software engineer reviewing a pull request. \

@@ -2,16 +2,16 @@
 //! spec's hash, and the variants the spec expands to. Whoever runs the trials writes it when it
 //! claims the location, with [`record_run`]: `lightsout run` and the controller alike, so a
 //! run's results read the same whoever made them. `lightsout compare` and `lightsout report`
-//! read it ([`crate::compare::load_run`]): the variants pair trials across runs, and
+//! read it (`lightsout_report::compare::load_run`): the variants pair trials across runs, and
 //! `spec.retries` says when a trial's last attempt is final.
 
 use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 
-use crate::api::EvaluationRunSpec;
-use crate::plan::{self, Variant};
 use crate::results::{ResultStore, RunLayout};
-use crate::validate::spec_hash;
+use lightsout_api::validate::spec_hash;
+use lightsout_api::variant::{self, Variant};
+use lightsout_api::EvaluationRunSpec;
 
 /// The content of `run.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,7 +31,7 @@ impl RunRecord {
             name: name.to_string(),
             spec_hash: spec_hash(spec),
             spec: serde_json::to_value(spec).expect("a spec serialises"),
-            variants: plan::variants(spec),
+            variants: variant::variants(spec),
         }
     }
 }
@@ -109,7 +109,7 @@ spec:
   parallelism: {parallelism}
 "#
         );
-        crate::validate::parse_run(&yaml, "run.yaml").unwrap().spec
+        lightsout_api::validate::parse_run(&yaml, "run.yaml").unwrap().spec
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 //!
 //! - **CRBugBench** ([`crate::judge`]): every judge of the panel votes on each of the top `k_max`
 //!   findings against each ground-truth item; recall@k.
-//! - **SWE-PRBench** ([`crate::swe_prbench`]): the protocol is single-judge, so the *first* judge of
+//! - **SWE-PRBench** ([`lightsout_swe_prbench`]): the protocol is single-judge, so the *first* judge of
 //!   the panel labels the comments; the others are not asked (their votes would not enter the
 //!   score, and the published numbers come from one judge). recall@k is also given for it: a task
 //!   is hit at k when one of the agent's first k comments was matched to a human comment.
@@ -15,16 +15,16 @@ use std::collections::BTreeMap;
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
-use crate::api::{ContextConfig, EvaluationRunSpec, ScoringProtocol};
 use crate::dataset::LoadedTask;
 use crate::findings::ParsedReview;
 use crate::judge::{Judge, Panel, TrialVerdicts};
-use crate::model::{Endpoint, ModelClient, Usage};
-use crate::pricing::PricingTable;
-use crate::swe_prbench::harness::agent::parse_failure;
-use crate::swe_prbench::harness::AgentOutput;
-use crate::swe_prbench::scorer::{agent_output, no_answer};
-use crate::swe_prbench::{EmbeddingsBackend, Metering, PrVerdict, SwePrBenchScorer};
+use lightsout_api::{ContextConfig, EvaluationRunSpec, ScoringProtocol};
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{Endpoint, ModelClient, Usage};
+use lightsout_swe_prbench::harness::agent::parse_failure;
+use lightsout_swe_prbench::harness::AgentOutput;
+use lightsout_swe_prbench::scorer::{agent_output, no_answer};
+use lightsout_swe_prbench::{EmbeddingsBackend, Metering, PrVerdict, SwePrBenchScorer};
 
 /// A trial's verdicts under either protocol, tagged with it in `verdicts.json`.
 // Not boxed: CRBugBench verdicts are the common case (a controller holds one per trial), so the
@@ -309,7 +309,7 @@ impl Scorer {
 
 /// The harness's agent output for a stored review: the `swe-prbench` prompt's answer as the
 /// worker kept it; any other review is not the JSON comment list the protocol reads.
-fn swe_prbench_agent_output(input: &crate::swe_prbench::harness::EvalInput, review: &ParsedReview) -> AgentOutput {
+fn swe_prbench_agent_output(input: &lightsout_swe_prbench::harness::EvalInput, review: &ParsedReview) -> AgentOutput {
     match &review.swe_prbench {
         Some(answer) => match &answer.parse_error {
             None => agent_output(input, &answer.raw_response),

@@ -10,12 +10,12 @@ use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::dataset::LoadedTask;
 use crate::interruption::Interruption;
-use crate::model::Usage;
 use crate::plan::PlannedTrial;
 use crate::results::{ResultStore, RunLayout};
 use crate::scoring::Verdicts;
-use crate::summary::{AttemptsSpend, TrialRecord};
 use crate::trial::{Outcome, TrialResult};
+use crate::trial_record::{swe_prbench_record_input, AttemptsSpend, HeldResult, TrialRecord};
+use lightsout_model::Usage;
 
 /// Reads of the store in flight at once while scanning.
 const SCAN_CONCURRENCY: usize = 32;
@@ -41,7 +41,7 @@ pub struct StoredRun {
 pub struct TrialIdentity {
     pub variant_id: String,
     pub task_id: String,
-    pub context_config: Option<crate::api::ContextConfig>,
+    pub context_config: Option<lightsout_api::ContextConfig>,
     pub repeat: u32,
 }
 
@@ -88,73 +88,6 @@ impl StoredTrial {
 
 /// How the controller's record of an evicted attempt's error starts (its `InfraReason`).
 const EVICTED_PREFIX: &str = "Evicted:";
-
-/// What scheduling and the summary read of an attempt's `result.json`, held in memory for every
-/// attempt of a run (a controller holds 100,000 of them): about a fifth of a [`TrialResult`].
-/// The ids it leaves out are the planned trial's; anything else is read from the store.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HeldResult {
-    pub attempt: u32,
-    pub outcome: Outcome,
-    /// An error's leading reason with its colon (`Evicted:` of `Evicted: the node …`), which
-    /// tells an infrastructure failure's kind; the rest of the text is in the store.
-    pub error: Option<Box<str>>,
-    pub finished_at: chrono::DateTime<chrono::Utc>,
-    pub duration_ms: u64,
-    pub usage: Usage,
-    pub cost_usd: Option<f64>,
-    pub model_calls: u32,
-    pub findings: u32,
-    pub review_words: u32,
-    pub scripted_model: bool,
-    /// The trajectory in brief (agentic harnesses); boxed, so a result without one costs a
-    /// pointer.
-    pub trajectory: Option<Box<HeldTrajectory>>,
-}
-
-/// What the summary reads of a result's [`crate::trial::TrajectorySummary`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldTrajectory {
-    pub turns: u32,
-    pub tool_calls: u32,
-    /// Tool calls by action kind, in [`crate::trajectory::Action::ALL`]'s order; a kind this
-    /// version does not know counts as `other`.
-    pub action_mix: [u32; 6],
-}
-
-impl From<&crate::trial::TrajectorySummary> for HeldTrajectory {
-    fn from(summary: &crate::trial::TrajectorySummary) -> HeldTrajectory {
-        use crate::trajectory::Action;
-        let mut action_mix = [0u32; 6];
-        for (kind, calls) in &summary.action_mix {
-            let i = Action::ALL.iter().position(|a| a.as_str() == kind).unwrap_or(Action::ALL.len() - 1);
-            action_mix[i] = action_mix[i].saturating_add(*calls);
-        }
-        HeldTrajectory { turns: summary.turns, tool_calls: summary.tool_calls, action_mix }
-    }
-}
-
-impl From<&TrialResult> for HeldResult {
-    fn from(result: &TrialResult) -> HeldResult {
-        HeldResult {
-            attempt: result.attempt,
-            outcome: result.outcome,
-            error: result.error.as_deref().map(|error| {
-                let keep = error.find(':').map_or(0, |i| i + 1);
-                Box::from(&error[..keep])
-            }),
-            finished_at: result.finished_at,
-            duration_ms: result.duration_ms,
-            usage: result.usage,
-            cost_usd: result.cost_usd,
-            model_calls: result.model_calls,
-            findings: result.findings,
-            review_words: result.review_words,
-            scripted_model: result.scripted_model,
-            trajectory: result.trajectory.as_ref().map(|t| Box::new(HeldTrajectory::from(t))),
-        }
-    }
-}
 
 impl StoredRun {
     /// The trial's final result: its last finished attempt, unless that one was an
@@ -304,7 +237,7 @@ impl StoredRun {
         trials: &[PlannedTrial],
         tasks: &[LoadedTask],
         max_attempts: u32,
-        run_context: Option<crate::api::ContextConfig>,
+        run_context: Option<lightsout_api::ContextConfig>,
     ) -> Vec<TrialRecord> {
         trials
             .iter()
@@ -327,7 +260,7 @@ impl StoredRun {
                         crate::dataset::swe_prbench::config_or_default(t.context.or(run_context)),
                         &loaded.truth,
                     )
-                    .map(crate::summary::swe_prbench_record_input),
+                    .map(swe_prbench_record_input),
                     result,
                     verdicts,
                     earlier_attempts,
@@ -628,7 +561,7 @@ mod tests {
     #[test]
     fn a_summary_of_compacted_records_equals_the_summary_of_full_ones() {
         use crate::summary::{summarise_run, DatasetSummary, RunIdentity, ScoringSettings};
-        let variants: Vec<crate::plan::Variant> = ["low", "high"]
+        let variants: Vec<lightsout_api::variant::Variant> = ["low", "high"]
             .iter()
             .map(|effort| {
                 serde_json::from_value(serde_json::json!({
@@ -722,12 +655,15 @@ mod tests {
             })
             .collect();
         let settings = ScoringSettings {
-            protocol: crate::api::ScoringProtocol::CrBugBench,
+            protocol: lightsout_api::ScoringProtocol::CrBugBench,
             ks: vec![1, 3],
-            bootstrap: crate::stats::BootstrapConfig { resamples: 500, ..crate::stats::BootstrapConfig::with_seed(7) },
+            bootstrap: lightsout_stats::BootstrapConfig {
+                resamples: 500,
+                ..lightsout_stats::BootstrapConfig::with_seed(7)
+            },
             context_config: None,
-            reading: crate::swe_prbench::ProtocolReading::Harness,
-            similarity: crate::swe_prbench::SimilarityKind::Lexical,
+            reading: lightsout_api::protocol::ProtocolReading::Harness,
+            similarity: lightsout_swe_prbench::SimilarityKind::Lexical,
             judge_model: String::new(),
             departures: Default::default(),
         };

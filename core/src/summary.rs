@@ -12,12 +12,12 @@
 //!   calls were paid for too.
 //! - recall@k = the share of scored trials whose task is hit at k (see [`crate::scoring`]); with
 //!   repeats, each repeat is one sample. Also given per track (pre-merge, post-merge).
-//! - Intervals: 95% cluster-bootstrap intervals ([`crate::stats`]) that resample tasks, so a
+//! - Intervals: 95% cluster-bootstrap intervals ([`lightsout_stats`]) that resample tasks, so a
 //!   task's repeats stay together; `spec.judges.bootstrap` sets resamples and seed.
 //! - SWE-PRBench: each scored trial is one of the reference harness's records (its `EvalResult`;
 //!   a trial without an answer is the harness's record of a failed generation), and the
 //!   variant's `swe_prbench` holds the harness's `eval_report.json` cells over them
-//!   ([`crate::swe_prbench::harness::eval_report`], records in the harness's file-name order)
+//!   ([`lightsout_swe_prbench::harness::eval_report`], records in the harness's file-name order)
 //!   and the headline `composite`: the overall score weighted by ln(human comments + 1), as the
 //!   harness weights within a configuration. Its interval resamples tasks with the same weights.
 //! - Judge agreement (CRBugBench, two or more judges): Fleiss' kappa and pairwise agreement over
@@ -27,21 +27,23 @@
 //!   McNemar's exact test on hit@k and a paired bootstrap of the recall difference.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::{ContextConfig, EvaluationRunSpec, ScoringProtocol, Track};
 use crate::judge::{PanelRatings, TrialVerdicts};
-use crate::model::Usage;
-use crate::plan::Variant;
 use crate::scoring::Verdicts;
-use crate::stats::{self, Agreement, BootstrapConfig, Cluster, Interval, McNemar, PairedDifference, Sample};
-use crate::swe_prbench::harness::report::eval_result_file_name;
-use crate::swe_prbench::harness::{eval_report, Departures, EvalInput, EvalReport, EvalResult};
-use crate::swe_prbench::scorer::{model_label, no_answer, score_unjudged};
-use crate::swe_prbench::{ProtocolReading, SimilarityKind};
 use crate::trial::Outcome;
+use crate::trial_record::{HeldTrajectory, TrialRecord};
+use lightsout_api::variant::Variant;
+use lightsout_api::{ContextConfig, EvaluationRunSpec, ScoringProtocol, Track};
+use lightsout_model::Usage;
+use lightsout_stats::{
+    self as stats, Agreement, BootstrapConfig, Cluster, Interval, McNemar, PairedDifference, Sample,
+};
+use lightsout_swe_prbench::harness::report::eval_result_file_name;
+use lightsout_swe_prbench::harness::{eval_report, Departures, EvalReport, EvalResult};
+use lightsout_swe_prbench::scorer::{model_label, no_answer, score_unjudged};
+use lightsout_swe_prbench::{ProtocolReading, SimilarityKind};
 
 pub const SUMMARY_SCHEMA: &str = "lightsout.dev/summary/v1";
 
@@ -234,72 +236,6 @@ pub struct KComparison {
     pub recall_difference: PairedDifference,
 }
 
-/// One planned trial as the summary sees it.
-#[derive(Debug, Clone)]
-pub struct TrialRecord {
-    pub variant: u32,
-    pub task: String,
-    /// The trial's configuration of the `matrix.contextConfigs` axis; `None` without the axis
-    /// (then [`ScoringSettings::context_config`] is every trial's).
-    pub context_config: Option<ContextConfig>,
-    pub repeat: u32,
-    pub track: Option<Track>,
-    pub difficulty: Option<String>,
-    /// The task's language, as the dataset gives it.
-    pub language: Option<String>,
-    /// Ground-truth items of the task (SWE-PRBench: human comments, the PR's weight).
-    pub truth_items: u32,
-    /// SWE-PRBench: the trial's evaluation input without the context render and the diff (what
-    /// the record of a trial without an answer needs; see [`swe_prbench_record_input`]).
-    pub swe_prbench_input: Option<Box<EvalInput>>,
-    /// The final attempt's result, if the trial has finished (shared with the stored run's).
-    pub result: Option<Arc<crate::stored::HeldResult>>,
-    pub verdicts: Option<Arc<Verdicts>>,
-    /// What the trial's other attempts (infrastructure failures) spent: their successful model
-    /// calls were paid for too. Boxed: most trials have none.
-    pub earlier_attempts: Option<Box<AttemptsSpend>>,
-}
-
-/// The evaluation input a [`TrialRecord`] keeps: the full input without the two texts a record
-/// without an answer never reads (the agent's context render and the diff), so that a run's
-/// records stay small.
-pub fn swe_prbench_record_input(mut input: EvalInput) -> Box<EvalInput> {
-    input.rendered_context = String::new();
-    input.diff_patch = String::new();
-    Box::new(input)
-}
-
-/// Apart in [`TrialRecord::pairing_index`]: past any repeat index (`matrix.repeats` is at most 100).
-const PAIRING_CONTEXT_STRIDE: u32 = 1 << 24;
-
-impl TrialRecord {
-    /// What tells this trial from the other trials of its task and variant when trials are paired
-    /// by (task, index): its repeat, and its configuration of the context axis. The trials of a
-    /// task in all its configurations stay one bootstrap cluster — the PR is the unit resampled —
-    /// and each pairs with the same configuration only.
-    pub fn pairing_index(&self) -> u32 {
-        let context = match self.context_config {
-            None => 0,
-            Some(ContextConfig::ConfigA) => 1,
-            Some(ContextConfig::ConfigB) => 2,
-            Some(ContextConfig::ConfigC) => 3,
-        };
-        context * PAIRING_CONTEXT_STRIDE + self.repeat
-    }
-}
-
-/// Model usage and cost over some attempts of a trial.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AttemptsSpend {
-    pub usage: Usage,
-    pub cost_usd: f64,
-    /// Model calls of attempts whose cost is unknown (no price).
-    pub unpriced_calls: u32,
-    /// Runs of the trial's attempts that were preempted and run again
-    /// ([`crate::interruption`]).
-    pub preempted_runs: u32,
-}
-
 /// How a run is scored, from its spec.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScoringSettings {
@@ -429,7 +365,7 @@ fn summarise_variant(
     let mut words = Vec::new();
     let mut scored: Vec<Scored> = Vec::new();
     let mut panels: Vec<&TrialVerdicts> = Vec::new();
-    let mut trajectories: Vec<&crate::stored::HeldTrajectory> = Vec::new();
+    let mut trajectories: Vec<&HeldTrajectory> = Vec::new();
 
     for record in records {
         if let Some(earlier) = &record.earlier_attempts {
@@ -607,12 +543,12 @@ fn summarise_variant(
 }
 
 /// Turns, tool calls and the action mix over `trajectories`; `None` when there is none.
-fn trajectory_stats(trajectories: &[&crate::stored::HeldTrajectory]) -> Option<TrajectoryStats> {
+fn trajectory_stats(trajectories: &[&HeldTrajectory]) -> Option<TrajectoryStats> {
     let n = trajectories.len();
     let mut turns: Vec<u64> = trajectories.iter().map(|t| u64::from(t.turns)).collect();
     let turns_per_trial = mean(&turns.iter().map(|t| *t as f64).collect::<Vec<_>>())?;
     let tool_calls: u64 = trajectories.iter().map(|t| u64::from(t.tool_calls)).sum();
-    let action_mix = crate::trajectory::Action::ALL
+    let action_mix = lightsout_trajectory::Action::ALL
         .iter()
         .enumerate()
         .map(|(i, action)| (action.as_str().to_string(), trajectories.iter().map(|t| u64::from(t.action_mix[i])).sum()))
@@ -812,8 +748,8 @@ mod tests {
 
     #[test]
     fn trajectory_stats_average_turns_and_sum_the_action_mix() {
-        use crate::stored::HeldTrajectory;
         use crate::trial::TrajectorySummary;
+        use HeldTrajectory;
         let a = HeldTrajectory { turns: 4, tool_calls: 6, action_mix: [3, 1, 0, 2, 0, 0] };
         // A kind this version does not know counts as `other`.
         let b = HeldTrajectory::from(&TrajectorySummary {

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::{HarnessRef, ReasoningEffort};
-use crate::model::Usage;
+use lightsout_api::{HarnessRef, ReasoningEffort};
+use lightsout_model::Usage;
 
 /// How a trial attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -53,7 +53,7 @@ pub struct TrialResult {
     /// The trial's configuration of the `matrix.contextConfigs` axis, part of its identity
     /// (see [`crate::plan`]); absent without the axis.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_config: Option<crate::api::ContextConfig>,
+    pub context_config: Option<lightsout_api::ContextConfig>,
     pub repeat: u32,
     pub attempt: u32,
     pub outcome: Outcome,
@@ -183,6 +183,17 @@ impl TrialSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn older_trial_results_still_read() {
+        let old = r#"{"turns": 3, "tool_calls": 2, "action_mix": {"write": 1, "git": 1}}"#;
+        let summary: TrajectorySummary = serde_json::from_str(old).unwrap();
+        assert_eq!((summary.turns, summary.confirmed_tool_calls, summary.failed_tool_calls), (3, 0, 0));
+        assert!(summary.warnings.is_empty());
+        let json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(json["confirmed_tool_calls"], 0);
+        assert!(json.get("warnings").is_none(), "no empty warnings: {json}");
+    }
 
     #[test]
     fn the_termination_message_always_fits() {

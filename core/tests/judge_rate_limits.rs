@@ -4,14 +4,12 @@
 
 use std::time::Duration;
 
-use lightsout_core::api::{ApiKind, ModelRef, VoteRule};
+use lightsout_api::{ApiKind, ModelRef, VoteRule};
 use lightsout_core::dataset::TruthItem;
 use lightsout_core::findings::Finding;
 use lightsout_core::judge::{Judge, Panel, TrialVerdicts, VoteValue};
-use lightsout_core::model::{
-    CallError, ChatRequest, Endpoint, ModelClient, ProviderStats, RateLimitPolicy, RetryPolicy,
-};
-use lightsout_core::pricing::PricingTable;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{CallError, ChatRequest, Endpoint, ModelClient, ProviderStats, RateLimitPolicy, RetryPolicy};
 use lightsout_scripted::{Faults, RateLimit, ScriptedConfig, ScriptedServer};
 
 const KEY: &str = "sk-judge";

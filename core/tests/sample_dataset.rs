@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lightsout_core::api::{ContextConfig, DatasetFormat};
+use lightsout_api::{ContextConfig, DatasetFormat};
 use lightsout_core::dataset::{load_file, Dataset, GroundTruth};
 use lightsout_core::workspace::{apply_change, commit_change, materialise_base};
 

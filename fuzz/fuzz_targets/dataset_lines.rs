@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use lightsout_core::api::DatasetFormat;
+use lightsout_api::DatasetFormat;
 use lightsout_core::dataset::{read_lines, safe_path_component};
 
 fuzz_target!(|data: &[u8]| {

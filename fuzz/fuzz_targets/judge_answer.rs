@@ -5,8 +5,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use lightsout_core::judge::{parse_answer, VoteValue};
-use lightsout_core::swe_prbench::harness::agent::AgentComment;
-use lightsout_core::swe_prbench::harness::{judge_output, AgentOutput, Departures};
+use lightsout_swe_prbench::harness::agent::AgentComment;
+use lightsout_swe_prbench::harness::{judge_output, AgentOutput, Departures};
 
 fuzz_target!(|data: &[u8]| {
     let (counts, rest) = data.split_at(data.len().min(2));

@@ -1,12 +1,12 @@
-//! The reader of streamed answers (`lightsout_core::model::StreamedAnswer`, used by the model
+//! The reader of streamed answers (`lightsout_model::StreamedAnswer`, used by the model
 //! client and the worker's metering proxy): any stream, cut into chunks anywhere, gives the same
 //! usage and the same answer as the whole stream, and never panics. The first byte picks the
 //! API kind and the chunk size.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lightsout_core::api::ApiKind;
-use lightsout_core::model::StreamedAnswer;
+use lightsout_api::ApiKind;
+use lightsout_model::StreamedAnswer;
 
 fuzz_target!(|data: &[u8]| {
     let Some((selector, stream)) = data.split_first() else { return };

@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! # async fn example() -> std::io::Result<()> {
-//! use lightsout_core::api::S3Connection;
+//! use lightsout_api::S3Connection;
 //! use lightsout_core::results::{ResultStore, RunLayout};
 //! use lightsout_s3::{Artifact, S3Options, S3Store, Uploader};
 //!

@@ -5,7 +5,7 @@ use std::io;
 use std::path::Path;
 
 use crate::{S3Credentials, S3Options, S3Store};
-use lightsout_core::api::S3Connection;
+use lightsout_api::S3Connection;
 use lightsout_core::results::{LocalStore, ResultStore};
 
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@ use aws_sdk_s3::Client;
 use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use lightsout_core::api::{S3Connection, StorageSpec};
+use lightsout_api::{S3Connection, StorageSpec};
 use lightsout_core::results::ResultStore;
 
 use crate::retry::RetryPolicy;

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use lightsout_core::api::S3Connection;
+use lightsout_api::S3Connection;
 use lightsout_core::results::{ResultStore, RunLayout};
 use lightsout_s3::{Artifact, RetryPolicy, S3Credentials, S3Options, S3Store, UploadError, Uploader};
 

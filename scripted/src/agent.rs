@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::det::{hash_u64, unit};
 use super::fixtures::{self, Finding, ScriptedTask};
 use super::usage::Effort;
-use lightsout_core::swe_prbench::harness::prompts::{AGENT_RETRY_SUFFIX, AGENT_SYSTEM_PROMPT};
+use lightsout_swe_prbench::harness::prompts::{AGENT_RETRY_SUFFIX, AGENT_SYSTEM_PROMPT};
 
 /// Prompts asking for this get a JSON array instead of markdown.
 const JSON_REQUEST_MARKER: &str = "Return ONLY a valid JSON array";
@@ -32,7 +32,7 @@ pub struct ReviewComment {
 pub fn agent_answer(model: &str, effort: Option<Effort>, prompt: &str) -> String {
     // A `sloppy` model answers a JSON request in markdown until told off by the protocol's
     // stricter retry instruction, so that the retry can be tested.
-    let told_off = prompt.contains(lightsout_core::swe_prbench::harness::prompts::AGENT_RETRY_SUFFIX.trim());
+    let told_off = prompt.contains(lightsout_swe_prbench::harness::prompts::AGENT_RETRY_SUFFIX.trim());
     let json = prompt.contains(JSON_REQUEST_MARKER) && (!model.contains("sloppy") || told_off);
     review(model, effort, prompt, json)
 }

@@ -27,8 +27,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
-use lightsout_core::api::ApiKind;
-use lightsout_core::model::{usage_of, StreamedAnswer, Usage};
+use lightsout_api::ApiKind;
+use lightsout_model::{usage_of, StreamedAnswer, Usage};
 
 /// A fault the layer answers with instead of forwarding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -166,7 +166,7 @@ pub fn fault_for(seed: u64, rates: &FaultRates, key: &str, occurrence: u32) -> O
 
 /// The request key [`fault_for`] draws from.
 pub fn request_key(path: &str, body: &[u8]) -> String {
-    lightsout_core::hash::sha256_hex(&[path.as_bytes(), b"\0", body].concat())
+    lightsout_api::hash::sha256_hex(&[path.as_bytes(), b"\0", body].concat())
 }
 
 struct Shared {

@@ -1,7 +1,7 @@
 //! The scripted SWE-PRBench judge, speaking the reference harness's protocol: it reads the user
-//! message of [`lightsout_core::swe_prbench::harness::judge_message::judge_user_message`] (diff, ground
+//! message of [`lightsout_swe_prbench::harness::judge_message::judge_user_message`] (diff, ground
 //! truth, agent comments) and answers in the schema
-//! [`lightsout_core::swe_prbench::harness::verdict::judge_output`] reads.
+//! [`lightsout_swe_prbench::harness::verdict::judge_output`] reads.
 //!
 //! Labels by word overlap ([`jaccard`]) with the human comments: CONFIRMED naming the most
 //! similar human comment (the first on ties) when the overlap is at least 0.25; else FABRICATED
@@ -253,10 +253,10 @@ mod tests {
     use serde_json::{json, Map, Value};
 
     use super::*;
-    use lightsout_core::swe_prbench::harness::agent::{AgentComment, AgentOutput};
-    use lightsout_core::swe_prbench::harness::judge_message::judge_user_message;
-    use lightsout_core::swe_prbench::harness::verdict::{judge_output, JudgeOutput};
-    use lightsout_core::swe_prbench::harness::{Departures, EvalInput};
+    use lightsout_swe_prbench::harness::agent::{AgentComment, AgentOutput};
+    use lightsout_swe_prbench::harness::judge_message::judge_user_message;
+    use lightsout_swe_prbench::harness::verdict::{judge_output, JudgeOutput};
+    use lightsout_swe_prbench::harness::{Departures, EvalInput};
 
     const DIFF: &str = "diff --git a/src/cache.py b/src/cache.py\nindex 1..2 100644\n--- a/src/cache.py\n\
                         +++ b/src/cache.py\n@@ -1,2 +1,3 @@\n def get():\n+    retry()\n     return 1\n";

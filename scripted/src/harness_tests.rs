@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use super::*;
-use lightsout_core::swe_prbench::harness::agent::agent_output_from_answer;
-use lightsout_core::swe_prbench::harness::judge_message::judge_user_message;
-use lightsout_core::swe_prbench::harness::prompts::{AGENT_RETRY_SUFFIX, AGENT_SYSTEM_PROMPT, JUDGE_SYSTEM_PROMPT};
-use lightsout_core::swe_prbench::harness::{
+use lightsout_swe_prbench::harness::agent::agent_output_from_answer;
+use lightsout_swe_prbench::harness::judge_message::judge_user_message;
+use lightsout_swe_prbench::harness::prompts::{AGENT_RETRY_SUFFIX, AGENT_SYSTEM_PROMPT, JUDGE_SYSTEM_PROMPT};
+use lightsout_swe_prbench::harness::{
     judge_output, run_agent, AgentCall, AgentCallKind, AgentOutput, BenchmarkLayout, Departures, EvalInput, JudgeOutput,
 };
 

@@ -129,7 +129,7 @@ pub(crate) fn jaccard(a: &str, b: &str) -> f64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The SWE-PRBench judge of Lightsout's own protocol (`lightsout_core::swe_prbench::judge_prompt`); the
+// The SWE-PRBench judge of Lightsout's own protocol (`lightsout_swe_prbench::judge_prompt`); the
 // reference harness's protocol is `super::harness_judge`'s.
 // ---------------------------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ pub use harness_judge::harness_judge_answer;
 pub use judge::{answers_prose, judge_answer, JUDGE_SYSTEM_PREFIX, PROSE_ANSWER};
 pub use usage::{estimate_tokens, Effort};
 
-pub use lightsout_core::model::SCRIPTED_HEADER;
+pub use lightsout_model::SCRIPTED_HEADER;
 
 /// How a [`ScriptedServer`] behaves beyond answering.
 #[derive(Debug, Clone, Default)]
@@ -95,7 +95,7 @@ pub enum Role {
     /// The system prompt starts with [`JUDGE_SYSTEM_PREFIX`].
     Judge,
     /// The system prompt starts with the reference harness's
-    /// [`lightsout_core::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX`].
+    /// [`lightsout_swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX`].
     SwePrBenchJudge,
     /// Any other request: a code reviewer.
     Agent,
@@ -105,7 +105,7 @@ impl Role {
     /// The role a request's system prompt (or instructions, or first message) selects.
     pub fn of(instructions: &str) -> Role {
         let instructions = instructions.trim_start();
-        if instructions.starts_with(lightsout_core::swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX) {
+        if instructions.starts_with(lightsout_swe_prbench::harness::prompts::JUDGE_SYSTEM_PREFIX) {
             Role::SwePrBenchJudge
         } else if instructions.starts_with(JUDGE_SYSTEM_PREFIX) {
             Role::Judge
@@ -223,19 +223,17 @@ impl ScriptedServer {
 #[derive(Debug, Clone, Default)]
 pub struct ScriptedModels(pub ScriptedConfig);
 
-impl lightsout_core::model::OfflineModels for ScriptedModels {
-    fn start(
-        &self,
-    ) -> futures::future::BoxFuture<'static, std::io::Result<Box<dyn lightsout_core::model::OfflineServer>>> {
+impl lightsout_model::OfflineModels for ScriptedModels {
+    fn start(&self) -> futures::future::BoxFuture<'static, std::io::Result<Box<dyn lightsout_model::OfflineServer>>> {
         let config = self.0.clone();
         Box::pin(async move {
             let server = ScriptedServer::start(config).await?;
-            Ok(Box::new(server) as Box<dyn lightsout_core::model::OfflineServer>)
+            Ok(Box::new(server) as Box<dyn lightsout_model::OfflineServer>)
         })
     }
 }
 
-impl lightsout_core::model::OfflineServer for ScriptedServer {
+impl lightsout_model::OfflineServer for ScriptedServer {
     fn base_url(&self) -> String {
         ScriptedServer::base_url(self)
     }

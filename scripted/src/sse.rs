@@ -43,32 +43,6 @@ pub(crate) fn response(frames: Vec<String>, malformed_first: bool) -> Response {
         .into_response()
 }
 
-/// A parsed SSE frame, for tests and for any caller that wants to check a stream.
-#[cfg(test)]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Frame {
-    pub event: Option<String>,
-    pub data: String,
-}
-
-#[cfg(test)]
-pub(crate) fn parse(body: &str) -> Vec<Frame> {
-    body.split("\n\n")
-        .filter(|block| !block.trim().is_empty())
-        .map(|block| {
-            let mut frame = Frame { event: None, data: String::new() };
-            for line in block.lines() {
-                if let Some(name) = line.strip_prefix("event: ") {
-                    frame.event = Some(name.to_string());
-                } else if let Some(data) = line.strip_prefix("data: ") {
-                    frame.data.push_str(data);
-                }
-            }
-            frame
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

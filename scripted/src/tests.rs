@@ -4,8 +4,9 @@ use serde_json::{json, Value};
 
 use super::fixtures;
 use super::judge::tests::{fixture_pair, honest_judge, judge_prompt};
-use super::sse::{self, MALFORMED_FRAME};
+use super::sse::MALFORMED_FRAME;
 use super::*;
+use lightsout_model::event_stream::{self, SseEvent};
 
 const KEY: &str = "sk-scripted-test";
 const REVIEWER_SYSTEM: &str = "You are a meticulous code reviewer.";
@@ -43,15 +44,15 @@ async fn post_json(server: &ScriptedServer, path: &str, body: &Value) -> Value {
     response.json().await.expect("JSON body")
 }
 
-async fn post_sse(server: &ScriptedServer, path: &str, body: &Value) -> Vec<sse::Frame> {
+async fn post_sse(server: &ScriptedServer, path: &str, body: &Value) -> Vec<SseEvent> {
     let auth = if path == "/messages" { Auth::XApiKey(KEY) } else { Auth::Bearer(KEY) };
     let response = post(server, path, auth, body).await;
     assert_eq!(response.status(), 200, "{path}");
     assert_eq!(response.headers()["content-type"], "text/event-stream");
-    sse::parse(&response.text().await.expect("stream body"))
+    event_stream::events(&response.text().await.expect("stream body"))
 }
 
-fn json_of(frame: &sse::Frame) -> Value {
+fn json_of(frame: &SseEvent) -> Value {
     serde_json::from_str(&frame.data).unwrap_or_else(|e| panic!("frame {:?} is not JSON: {e}", frame.data))
 }
 
@@ -151,12 +152,12 @@ async fn responses_non_streaming_and_streaming() {
     assert_eq!(usage["input_tokens_details"]["cached_tokens"], 0);
 
     let frames = post_sse(&server, "/responses", &responses_body(true)).await;
-    let events: Vec<&str> = frames.iter().filter_map(|f| f.event.as_deref()).collect();
+    let events: Vec<&str> = frames.iter().filter_map(|f| f.name.as_deref()).collect();
     assert_eq!(events.first(), Some(&"response.created"));
     assert_eq!(events.last(), Some(&"response.completed"));
     let streamed: String = frames
         .iter()
-        .filter(|f| f.event.as_deref() == Some("response.output_text.delta"))
+        .filter(|f| f.name.as_deref() == Some("response.output_text.delta"))
         .map(|f| json_of(f)["delta"].as_str().expect("delta").to_string())
         .collect();
     assert_eq!(streamed, text);
@@ -199,10 +200,10 @@ fn codex_body(steps: u32) -> Value {
 
 /// The finished output items of a Responses stream, from its `response.output_item.done` events
 /// (what Codex acts on), checked against the same items in `response.completed`.
-fn finished_items(frames: &[sse::Frame]) -> Vec<Value> {
+fn finished_items(frames: &[SseEvent]) -> Vec<Value> {
     let payloads: Vec<Value> = frames.iter().map(json_of).collect();
     for (frame, payload) in frames.iter().zip(&payloads) {
-        assert_eq!(frame.event.as_deref(), payload["type"].as_str());
+        assert_eq!(frame.name.as_deref(), payload["type"].as_str());
     }
     let sequence: Vec<u64> = payloads.iter().map(|p| p["sequence_number"].as_u64().expect("sequence number")).collect();
     assert_eq!(sequence, (0..payloads.len() as u64).collect::<Vec<_>>());
@@ -337,7 +338,7 @@ async fn anthropic_messages_non_streaming_and_streaming() {
     assert_eq!((&usage["cache_read_input_tokens"], &usage["cache_creation_input_tokens"]), (&json!(0), &json!(0)));
 
     let frames = post_sse(&server, "/messages", &messages_body(REVIEWER_SYSTEM, &agent_prompt(), true)).await;
-    let events: Vec<&str> = frames.iter().map(|f| f.event.as_deref().expect("named events")).collect();
+    let events: Vec<&str> = frames.iter().map(|f| f.name.as_deref().expect("named events")).collect();
     assert_eq!(events[..2], ["message_start", "content_block_start"]);
     assert_eq!(events[events.len() - 3..], ["content_block_stop", "message_delta", "message_stop"]);
     let payloads: Vec<Value> = frames.iter().map(json_of).collect();
@@ -392,10 +393,10 @@ fn claude_code_body() -> Value {
 
 /// The finished content blocks of a Messages stream, rebuilt from its deltas as a client does,
 /// and its stop reason.
-fn streamed_message(frames: &[sse::Frame]) -> (Vec<Value>, String) {
+fn streamed_message(frames: &[SseEvent]) -> (Vec<Value>, String) {
     let payloads: Vec<Value> = frames.iter().map(json_of).collect();
     for (frame, payload) in frames.iter().zip(&payloads) {
-        assert_eq!(frame.event.as_deref(), payload["type"].as_str());
+        assert_eq!(frame.name.as_deref(), payload["type"].as_str());
     }
     assert_eq!(payloads[0]["type"], "message_start");
     assert_eq!(payloads.last().expect("frames")["type"], "message_stop");
@@ -638,7 +639,7 @@ async fn malformed_stream_chunk_and_delay_faults() {
     assert!(serde_json::from_str::<Value>(&frames[0].data).is_err());
     assert!(serde_json::from_str::<Value>(&frames[1].data).is_ok());
     let frames = post_sse(&server, "/messages", &messages_body(REVIEWER_SYSTEM, "x", true)).await;
-    assert_eq!((frames[0].event.as_deref(), frames[1].event.as_deref()), (None, Some("message_start")));
+    assert_eq!((frames[0].name.as_deref(), frames[1].name.as_deref()), (None, Some("message_start")));
     server.shutdown().await;
 }
 

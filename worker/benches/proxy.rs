@@ -31,9 +31,9 @@ use axum::routing::post;
 use axum::serve::ListenerExt;
 use axum::Router;
 use futures::StreamExt;
-use lightsout_core::api::ApiKind;
-use lightsout_core::model::Endpoint;
-use lightsout_core::pricing::PricingTable;
+use lightsout_api::ApiKind;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::Endpoint;
 use lightsout_worker::proxy::{MeteringProxy, ProxyConfig};
 use serde_json::json;
 
@@ -434,7 +434,7 @@ fn main() {
             max_usd: None,
             log_path: Some(log_dir.path().join("exchanges.jsonl")),
             unix_socket: None,
-            stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
+            stall_timeout: lightsout_model::DEFAULT_STALL_TIMEOUT,
         }))
         .expect("the proxy starts");
     assert!(proxy.addr().ip().is_loopback() && upstream_addr.ip().is_loopback());

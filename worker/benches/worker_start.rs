@@ -25,12 +25,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lightsout_core::api::{ApiKind, DatasetFormat, HarnessName, HarnessRef};
+use lightsout_api::hash::sha256_hex;
+use lightsout_api::{ApiKind, DatasetFormat, HarnessName, HarnessRef};
 use lightsout_core::dataset::{load_file, Task};
-use lightsout_core::hash::sha256_hex;
-use lightsout_core::model::Endpoint;
-use lightsout_core::pricing::PricingTable;
 use lightsout_core::workspace;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::Endpoint;
 use lightsout_worker::agent_process::{self, AgentExit, AgentUser, LaunchSpec, Limits};
 use lightsout_worker::harness::{self, AgentContext, Installed};
 use lightsout_worker::proxy::{MeteringProxy, ProxyConfig};
@@ -123,7 +123,7 @@ async fn one_start(
         max_usd: Some(5.0),
         log_path: Some(run_dir.join("exchanges.jsonl")),
         unix_socket: None,
-        stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
+        stall_timeout: lightsout_model::DEFAULT_STALL_TIMEOUT,
     })
     .await
     .expect("the proxy starts");

@@ -8,12 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use lightsout_core::interruption::{Interruption, INTERRUPTION_SCHEMA};
-use lightsout_core::model::Usage;
+use lightsout_core::interruption::Interruption;
 use lightsout_core::results::{ResultStore, RunLayout};
-
-use crate::trial::TrialJob;
+use lightsout_model::Usage;
 
 /// How long the record may take to store: well inside Kubernetes' default 30 s grace period,
 /// so the worker exits on its own before the kubelet's SIGKILL.
@@ -60,30 +57,6 @@ impl SpendSoFar {
     /// the calls).
     pub fn publishing(&self) -> bool {
         self.1.load(Ordering::SeqCst)
-    }
-}
-
-/// The record of this run of `job`'s attempt, stopped at `interrupted_at` by `signal`.
-pub fn interruption(
-    job: &TrialJob,
-    spent: Spent,
-    started_at: DateTime<Utc>,
-    interrupted_at: DateTime<Utc>,
-    signal: &str,
-) -> Interruption {
-    Interruption {
-        schema: INTERRUPTION_SCHEMA.to_string(),
-        run: job.run.clone(),
-        variant_id: job.variant.id.clone(),
-        trial_id: job.trial_id.clone(),
-        attempt: job.attempt,
-        started_at,
-        interrupted_at,
-        usage: spent.usage,
-        cost_usd: spent.cost_usd,
-        unpriced_calls: spent.unpriced_calls,
-        model_calls: spent.calls,
-        signal: signal.to_string(),
     }
 }
 

@@ -13,12 +13,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use futures::stream::{self, StreamExt};
-use lightsout_core::api::{ContextConfig, EvaluationRun, ScoringProtocol};
+use lightsout_api::validate::spec_hash;
+use lightsout_api::{ContextConfig, EvaluationRun, ScoringProtocol};
 use lightsout_core::dataset::{self, LineError, LoadedTask};
 use lightsout_core::findings::ParsedReview;
-use lightsout_core::model::{Endpoint, ModelClient, OfflineModels, OfflineServer, RateLimitPolicy, RetryPolicy};
 use lightsout_core::plan;
-use lightsout_core::pricing::PricingTable;
 use lightsout_core::prompts::{agentic_review_prompt, review_prompt};
 use lightsout_core::results::{ResultStore, RunLayout};
 use lightsout_core::run_record::{record_run, OtherSpec};
@@ -26,8 +25,9 @@ use lightsout_core::scoring::{Scorer, Verdicts};
 use lightsout_core::stored::StoredRun;
 use lightsout_core::summary::{self, DatasetSummary, RunIdentity, RunSummary};
 use lightsout_core::trial::{Isolation, Outcome};
-use lightsout_core::validate::spec_hash;
 use lightsout_core::workspace;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{Endpoint, ModelClient, OfflineModels, OfflineServer, RateLimitPolicy, RetryPolicy};
 use lightsout_s3::S3Credentials;
 
 use crate::agent_files::DEFAULT_MAX_FILE_BYTES;
@@ -150,7 +150,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
     }
     let skipped_lines = loaded.skipped;
     let tasks = dataset::select_for_run(loaded.tasks, spec)?;
-    let variants = plan::variants(spec);
+    let variants = lightsout_api::variant::variants(spec);
     for variant in &variants {
         crate::harness::check(&variant.harness)
             .map_err(|e| anyhow::anyhow!("spec.matrix: variant {}: {e}", variant.name))?;
@@ -161,7 +161,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
         .map(|(id, secret)| S3Credentials::new(id, secret));
     let store = Results::open(&results_uri, spec.storage.s3.as_ref(), credentials)
         .with_context(|| format!("spec.storage.results: {results_uri}"))?;
-    let timeout = lightsout_core::duration::parse_timeout(&spec.agent.timeout)
+    let timeout = lightsout_api::duration::parse_timeout(&spec.agent.timeout)
         .map_err(|e| anyhow::anyhow!("spec.agent.timeout: {e}"))?;
     let providers = Providers::resolve(run, &config.env, config.offline_models.as_deref()).await?;
     for variant in &variants {
@@ -176,7 +176,7 @@ pub async fn run_local(config: LocalRun, on_event: impl Fn(Event) + Send + Sync)
             continue;
         }
         let exists = crate::harness::install_dir_exists(&variant.harness, &config.harness_root);
-        if !exists && variant.harness.name != lightsout_core::api::HarnessName::SingleShot {
+        if !exists && variant.harness.name != lightsout_api::HarnessName::SingleShot {
             on_event(Event::Notice(format!(
                 "installing harness {}@{} into {} (once)",
                 variant.harness.name.as_str(),

@@ -19,10 +19,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use lightsout_core::api::{HarnessName, HarnessRef};
-use lightsout_core::model::{ModelClient, RateLimitPolicy, RetryPolicy};
-use lightsout_core::pricing::PricingTable;
+use lightsout_api::{HarnessName, HarnessRef};
 use lightsout_core::trial::{Outcome, TrialResult, TrialSummary};
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{ModelClient, RateLimitPolicy, RetryPolicy};
 use lightsout_s3::Results;
 use lightsout_worker::interruption::{self, SpendSoFar};
 use lightsout_worker::job::PodJob;
@@ -255,7 +255,7 @@ async fn stored_result(store: &Results, job: &PodJob) -> Option<TrialResult> {
 /// SIGTERM before the attempt's calls were over: records what they spent, and ends the attempt
 /// as an infrastructure failure (the pod is going away; its next run does the attempt again).
 async fn stopped(trial: &TrialJob, store: &Results, started_at: chrono::DateTime<chrono::Utc>) -> ExitCode {
-    let record = interruption::interruption(trial, trial.spend.get(), started_at, chrono::Utc::now(), "SIGTERM");
+    let record = trial.interruption(started_at, chrono::Utc::now(), "SIGTERM");
     match interruption::record(store, &record).await {
         Ok(()) => eprintln!(
             "lightsout-worker: stopped (SIGTERM) after {} finished model calls; their spend is stored in {}",

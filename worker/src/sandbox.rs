@@ -189,17 +189,6 @@ fn check(result: libc::c_int, what: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Lets SIGTERM through to nothing but a no-op handler, so that the time limit's SIGTERM to the
-/// whole group ends the agent while this process waits for it (a handler, unlike `SIG_IGN`, is
-/// reset in the programs this process starts).
-pub(crate) fn ignore_sigterm() {
-    extern "C" fn noop(_: libc::c_int) {}
-    // SAFETY: installs an async-signal-safe handler that does nothing.
-    unsafe {
-        libc::signal(libc::SIGTERM, noop as *const () as libc::sighandler_t);
-    }
-}
-
 /// How this process makes namespaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum NamespaceSource {
@@ -331,7 +320,7 @@ fn enter_and_run(args: &SandboxArgs, leading: &[OsString]) -> io::Result<i32> {
         program: args.program.clone(),
         args: args.args.clone(),
     };
-    ignore_sigterm();
+    crate::sandbox_init::ignore_sigterm();
     let mut command = std::process::Command::new(format!("/proc/self/fd/{}", exe.as_raw_fd()));
     command.arg0("lightsout-sandbox-init").args(leading).arg("--init").args(init.to_args());
     let proc_mount = pid_namespace.then(ProcMount::prepare).transpose()?;

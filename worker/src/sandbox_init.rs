@@ -132,7 +132,7 @@ pub fn run(args: &InitArgs) -> i32 {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
         if !pid1 {
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
-            crate::sandbox::ignore_sigterm();
+            ignore_sigterm();
         }
     }
     // In a PID namespace of its own the agent cannot reach anything outside it; otherwise the
@@ -245,6 +245,17 @@ fn children_of(parent: libc::pid_t) -> Vec<libc::pid_t> {
             (ppid == parent).then_some(pid)
         })
         .collect()
+}
+
+/// Lets SIGTERM through to nothing but a no-op handler, so that the time limit's SIGTERM to the
+/// whole group ends the agent while this process waits for it (a handler, unlike `SIG_IGN`, is
+/// reset in the programs this process starts).
+pub(crate) fn ignore_sigterm() {
+    extern "C" fn noop(_: libc::c_int) {}
+    // SAFETY: installs an async-signal-safe handler that does nothing.
+    unsafe {
+        libc::signal(libc::SIGTERM, noop as *const () as libc::sighandler_t);
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-pub use lightsout_core::api::DEFAULT_SCRATCH_MIB;
+pub use lightsout_api::DEFAULT_SCRATCH_MIB;
 
 /// The per-trial scratch size when the run does not set `spec.agent.scratchMiB`:
 /// `LIGHTSOUT_SCRATCH_MIB`, else [`DEFAULT_SCRATCH_MIB`]. A tmpfs

@@ -18,7 +18,7 @@ const MAX_WARNING_CHARS: usize = 400;
 pub(crate) fn merge_session_log(
     log: &SessionLog,
     files: &AgentFiles,
-    trajectory: &mut lightsout_core::trajectory::Trajectory,
+    trajectory: &mut lightsout_trajectory::Trajectory,
     artifacts: &mut Vec<(String, Vec<u8>)>,
 ) -> Result<(), Refusal> {
     let format = log.format.as_str();
@@ -59,9 +59,9 @@ pub(crate) fn merge_session_log(
         Ok(packed) => artifacts.push((log.format.artifact().to_string(), packed)),
         Err(e) => trajectory.warnings.push(format!("{format} log not stored: compressing it failed: {e}")),
     }
-    let parsed = lightsout_core::trajectory::parse_session(log.format, &read);
+    let parsed = lightsout_trajectory::parse_session(log.format, &read);
     trajectory.warnings.extend(parsed.warnings);
-    lightsout_core::trajectory::merge_session(trajectory, &parsed.calls);
+    lightsout_trajectory::merge_session(trajectory, &parsed.calls);
     Ok(())
 }
 
@@ -70,7 +70,7 @@ pub(crate) fn merge_session_log(
 pub(crate) const MAX_LOG_FILES_PER_CAP: u64 = 4;
 
 /// What a result records of the trajectory.
-pub(crate) fn summarise(trajectory: &lightsout_core::trajectory::Trajectory) -> TrajectorySummary {
+pub(crate) fn summarise(trajectory: &lightsout_trajectory::Trajectory) -> TrajectorySummary {
     let mut warnings: Vec<String> = trajectory
         .warnings
         .iter()
@@ -98,7 +98,7 @@ pub(crate) fn summarise(trajectory: &lightsout_core::trajectory::Trajectory) -> 
 mod tests {
     use std::path::{Path, PathBuf};
 
-    use lightsout_core::trajectory::{SessionFormat, Trajectory};
+    use lightsout_trajectory::{SessionFormat, Trajectory};
 
     use super::*;
 
@@ -168,7 +168,7 @@ mod tests {
         let dir = scratch.path().join("home/.codex/sessions/2026/12/01");
         std::fs::create_dir_all(&dir).unwrap();
         let rollout = dir.join("rollout-1.jsonl");
-        let sample = include_str!("../../core/src/trajectory/samples/codex-rollout.jsonl");
+        let sample = include_str!("../../trajectory/src/samples/codex-rollout.jsonl");
         std::fs::write(&rollout, format!("{sample}not json\n")).unwrap();
         let mut trajectory = Trajectory::default();
         let mut artifacts = Vec::new();

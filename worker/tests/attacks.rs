@@ -22,7 +22,7 @@ const SCRATCH_MIB: u64 = 64;
 
 fn nonce() -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    lightsout_core::hash::sha256_hex(format!("{nanos}{:?}", std::thread::current().id()).as_bytes())[..10].to_string()
+    lightsout_api::hash::sha256_hex(format!("{nanos}{:?}", std::thread::current().id()).as_bytes())[..10].to_string()
 }
 
 fn require_root() {

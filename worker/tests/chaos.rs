@@ -19,12 +19,12 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use lightsout_api::validate::parse_run;
 use lightsout_core::judge::VoteValue;
-use lightsout_core::model::{RateLimitPolicy, RetryPolicy, Usage};
-use lightsout_core::pricing::PricingTable;
 use lightsout_core::scoring::Verdicts;
 use lightsout_core::trial::{Outcome, TrialResult};
-use lightsout_core::validate::parse_run;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{RateLimitPolicy, RetryPolicy, Usage};
 use lightsout_scripted::chaos::{fault_for, ChaosConfig, ChaosRequest, ChaosServer, Fault, FaultRates};
 use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_worker::local::{run_local, LocalRun, LocalRunReport};

@@ -24,7 +24,7 @@ const NOBODY: AgentUser = AgentUser { uid: 65534, gid: 65534 };
 
 fn nonce() -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    lightsout_core::hash::sha256_hex(format!("{nanos}{:?}", std::thread::current().id()).as_bytes())[..12].to_string()
+    lightsout_api::hash::sha256_hex(format!("{nanos}{:?}", std::thread::current().id()).as_bytes())[..12].to_string()
 }
 
 fn require_root() {

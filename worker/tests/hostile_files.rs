@@ -46,7 +46,7 @@ const ATTACKS: &[(&str, &str, &str)] = &[
 
 fn random_secret(kind: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("{kind}-{}", lightsout_core::hash::sha256_hex(format!("{kind}{nanos}").as_bytes()))
+    format!("{kind}-{}", lightsout_api::hash::sha256_hex(format!("{kind}{nanos}").as_bytes()))
 }
 
 /// The sample dataset's first task, once as it is and once per attack (its description ending

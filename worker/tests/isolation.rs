@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use lightsout_core::api::ApiKind;
-use lightsout_core::model::Endpoint;
-use lightsout_core::pricing::PricingTable;
+use lightsout_api::ApiKind;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::Endpoint;
 use lightsout_scripted::{ScriptedConfig, ScriptedServer};
 use lightsout_worker::agent_process::{self, AgentExit, AgentUser, LaunchSpec, Limits};
 use lightsout_worker::proxy::{MeteringProxy, ProxyConfig};
@@ -51,7 +51,7 @@ fn random_secret(kind: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     format!(
         "{kind}{}",
-        lightsout_core::hash::sha256_hex(format!("{kind}{nanos}{:?}", std::thread::current().id()).as_bytes())
+        lightsout_api::hash::sha256_hex(format!("{kind}{nanos}{:?}", std::thread::current().id()).as_bytes())
     )
 }
 
@@ -115,7 +115,7 @@ async fn an_adversarial_agent_finds_and_reaches_nothing_but_the_proxy() {
         max_usd: None,
         log_path: None,
         unix_socket: Some(socket.clone()),
-        stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
+        stall_timeout: lightsout_model::DEFAULT_STALL_TIMEOUT,
     })
     .await
     .unwrap();

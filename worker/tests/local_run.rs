@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lightsout_core::model::RetryPolicy;
-use lightsout_core::pricing::PricingTable;
+use lightsout_api::validate::parse_run;
 use lightsout_core::summary::RunSummary;
-use lightsout_core::validate::parse_run;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::RetryPolicy;
 use lightsout_scripted::chaos::{ChaosConfig, ChaosServer, FaultRates};
 use lightsout_scripted::{Faults, Role, ScriptedConfig, ScriptedServer};
 use lightsout_worker::local::{run_local, Event, LocalRun, LocalRunReport};
@@ -67,8 +67,8 @@ fn config(yaml: &str, results: &Path) -> LocalRun {
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(5),
         },
-        model_rate_limits: lightsout_core::model::RateLimitPolicy::default(),
-        provider_stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
+        model_rate_limits: lightsout_model::RateLimitPolicy::default(),
+        provider_stall_timeout: lightsout_model::DEFAULT_STALL_TIMEOUT,
         harness_root: results.join("harnesses"),
         sandbox: None,
         upload_deadline: Duration::from_secs(5),
@@ -472,7 +472,7 @@ spec:
         })
         .collect();
     assert!(kept.iter().all(|m| m.calls == 1 && m.usage.input_tokens > 0), "the first answers were paid for: {kept:?}");
-    let kept_tokens: lightsout_core::model::Usage = kept.iter().map(|m| m.usage).sum();
+    let kept_tokens: lightsout_model::Usage = kept.iter().map(|m| m.usage).sum();
     assert_eq!(first.summary.tokens.judge, kept_tokens, "the summary counts the paid calls of the stopped judgings");
 
     let _embeddings = ScriptedServer::start_on(
@@ -484,7 +484,7 @@ spec:
     let (second, _) = run(config(&yaml, dir.path())).await;
     assert!(second.unfinished.is_empty(), "{:?}", second.unfinished);
     let judged = stored_verdicts(dir.path());
-    let mut new_tokens = lightsout_core::model::Usage::default();
+    let mut new_tokens = lightsout_model::Usage::default();
     for verdicts in &judged {
         let Verdicts::SwePrBench(pr) = verdicts else { panic!("not judged: {verdicts:?}") };
         assert_eq!(pr.earlier_judging.calls, 1, "the stopped judging's call is carried once");

@@ -12,11 +12,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use lightsout_core::api::ApiKind;
-use lightsout_core::model::{RateLimitPolicy, RetryPolicy};
-use lightsout_core::pricing::PricingTable;
+use lightsout_api::validate::parse_run;
+use lightsout_api::ApiKind;
 use lightsout_core::trial::{Outcome, TrialResult};
-use lightsout_core::validate::parse_run;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{RateLimitPolicy, RetryPolicy};
 use lightsout_scripted::chaos::{ChaosConfig, ChaosServer, FaultRates};
 use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_worker::local::{run_local, LocalRun, LocalRunReport};

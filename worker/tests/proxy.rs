@@ -2,12 +2,12 @@
 //! are swapped, streams pass through, usage is metered from every API, budgets are enforced,
 //! and every exchange is recorded.
 
-use lightsout_core::api::ApiKind;
-use lightsout_core::exchange::ExchangeBody;
+use lightsout_api::ApiKind;
+use lightsout_model::exchange::ExchangeBody;
 use std::time::Duration;
 
-use lightsout_core::model::{Endpoint, DEFAULT_STALL_TIMEOUT};
-use lightsout_core::pricing::PricingTable;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{Endpoint, DEFAULT_STALL_TIMEOUT};
 use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_worker::proxy::{MeteringProxy, ProxyConfig};
 use serde_json::{json, Value};

@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use lightsout_core::api::{ApiKind, DatasetFormat};
+use lightsout_api::validate::parse_run;
+use lightsout_api::variant::variants;
+use lightsout_api::{ApiKind, DatasetFormat};
 use lightsout_core::dataset::load_file;
-use lightsout_core::plan::variants;
 use lightsout_core::prompts::review_prompt;
 use lightsout_core::trial::TrialSummary;
-use lightsout_core::validate::parse_run;
 use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_worker::job::{PodJob, ProviderEndpoint};
 
@@ -39,7 +39,7 @@ spec:
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/sample/crbugbench.jsonl");
     let task = load_file(DatasetFormat::CrBugBench, &sample).unwrap().tasks.remove(0).task;
     let variant = variants(&spec).remove(0);
-    let single_shot = variant.harness.name == lightsout_core::api::HarnessName::SingleShot;
+    let single_shot = variant.harness.name == lightsout_api::HarnessName::SingleShot;
     PodJob {
         run: "pod".into(),
         prompt: if single_shot {

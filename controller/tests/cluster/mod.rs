@@ -21,7 +21,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::Client;
-use lightsout_core::api::{EvaluationRun, S3Connection};
+use lightsout_api::{EvaluationRun, S3Connection};
 use lightsout_s3::{Results, S3Credentials};
 use lightsout_testkit::binaries::workspace_binary;
 use lightsout_testkit::control_plane::unique;

@@ -21,15 +21,15 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::Client;
 use kube_fake_client::ClientBuilder;
+use lightsout_api::{EvaluationRun, EvaluationRunStatus, S3Connection};
 use lightsout_controller::context::{ClusterView, Context, ControllerSettings};
 use lightsout_controller::job::{TrialSettings, JOB_ANNOTATION, JOB_JSON_KEY};
 use lightsout_controller::metrics::Metrics;
 use lightsout_controller::reconcile::reconcile;
-use lightsout_core::api::{EvaluationRun, EvaluationRunStatus, S3Connection};
-use lightsout_core::model::{ModelClient, RetryPolicy};
 use lightsout_core::pod_job::PodJob;
-use lightsout_core::pricing::PricingTable;
 use lightsout_core::trial::TrialSummary;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{ModelClient, RetryPolicy};
 use lightsout_s3::{Results, S3Credentials};
 use lightsout_scripted::{ScriptedConfig, ScriptedServer};
 use lightsout_worker::trial::{run_trial, TrialJob};
@@ -229,10 +229,22 @@ impl Cluster {
         self.reconcile_run(RUN).await
     }
 
-    /// One reconcile of the run `name` as it is in the API now.
+    /// One reconcile of the run `name` as it is in the API now, with its judging done as one
+    /// reconcile did it before the judge queue: when the reconcile handed reviews to the queue,
+    /// they are judged and the run reconciled again (as their wake would), which stores them.
+    /// Nothing is left being judged when this returns.
     pub async fn reconcile_run(&self, name: &str) -> Action {
-        let run = self.runs().get(name).await.unwrap();
-        reconcile(Arc::new(run), self.ctx.clone()).await.expect("reconcile")
+        let run = Arc::new(self.runs().get(name).await.unwrap());
+        let uid = run.metadata.uid.clone().unwrap_or_default();
+        let action = reconcile(run, self.ctx.clone()).await.expect("reconcile");
+        if !self.ctx.judges.is_busy(&uid) {
+            return action;
+        }
+        self.ctx.judges.settled(&uid).await;
+        let run = Arc::new(self.runs().get(name).await.unwrap());
+        let action = reconcile(run, self.ctx.clone()).await.expect("reconcile");
+        self.ctx.judges.settled(&uid).await;
+        action
     }
 
     /// Reconciles `run` as given (e.g. with a deletion timestamp the fake API cannot set).
@@ -443,7 +455,7 @@ pub async fn run_named_to_completion(cluster: &Cluster, name: &str, rounds: usiz
     for _ in 0..rounds {
         cluster.reconcile_run(name).await;
         let run = cluster.runs().get(name).await.unwrap();
-        if condition_of(run.status.as_ref().unwrap(), lightsout_core::api::condition::COMPLETE).0 == "True" {
+        if condition_of(run.status.as_ref().unwrap(), lightsout_api::condition::COMPLETE).0 == "True" {
             return run;
         }
         cluster.run_active(PodEnd::Worker).await;

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 
 use super::{Bug, GroundTruth, LoadedTask, Task};
-use crate::api::Track;
+use lightsout_api::Track;
 
 #[derive(Deserialize)]
 pub(super) struct Record {

@@ -14,12 +14,12 @@ mod task;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-pub use crate::names::safe_path_component;
+pub use lightsout_api::names::safe_path_component;
 pub use lines::LineError;
 pub use select::select_tasks;
 pub use task::*;
 
-use crate::api::{ContextConfig, DatasetFormat, DatasetSpec, EvaluationRunSpec};
+use lightsout_api::{ContextConfig, DatasetFormat, DatasetSpec, EvaluationRunSpec};
 
 /// The tasks of a dataset that parsed, and the lines that did not.
 #[derive(Debug, Default)]
@@ -88,7 +88,7 @@ pub fn load_file(format: DatasetFormat, path: &Path) -> Result<Dataset, DatasetE
 pub fn select_for_run(mut tasks: Vec<LoadedTask>, spec: &EvaluationRunSpec) -> Result<Vec<LoadedTask>, DatasetError> {
     let dataset = &spec.dataset;
     if dataset.format == DatasetFormat::SwePrBench {
-        let configs: Vec<ContextConfig> = crate::plan::context_axis(spec)
+        let configs: Vec<ContextConfig> = lightsout_api::variant::context_axis(spec)
             .into_iter()
             .map(|c| swe_prbench::config_or_default(c.or(spec.agent.context_config)))
             .collect();
@@ -115,8 +115,8 @@ pub fn read_lines(format: DatasetFormat, reader: impl BufRead, path: &Path) -> s
 /// Checks the task id (`id_field` names it as the format does) and repository name a dataset
 /// line gives before either is joined into a path.
 fn check_task_names(id_field: &str, id: &str, repo: &str) -> Result<(), String> {
-    crate::names::safe_path_component(id).map_err(|e| format!("{id_field} {e}"))?;
-    crate::names::safe_repo_name(repo).map_err(|e| format!("task {id}: repo {e}"))
+    lightsout_api::names::safe_path_component(id).map_err(|e| format!("{id_field} {e}"))?;
+    lightsout_api::names::safe_repo_name(repo).map_err(|e| format!("task {id}: repo {e}"))
 }
 
 #[cfg(test)]
@@ -133,7 +133,7 @@ mod tests {
         std::fs::write(&path, format!("{line}\n\n{no_truth}\n")).unwrap();
         let dataset = load_file(DatasetFormat::Jsonl, &path).unwrap();
         assert_eq!(dataset.tasks.len(), 1);
-        assert_eq!(dataset.tasks[0].task.track, Some(crate::api::Track::PostMerge));
+        assert_eq!(dataset.tasks[0].task.track, Some(lightsout_api::Track::PostMerge));
         assert_eq!(dataset.tasks[0].truth.items()[0].line, Some(3));
         assert_eq!(dataset.skipped.len(), 1);
         assert_eq!(dataset.skipped[0].line, 3, "blank lines still count in line numbers");

@@ -5,7 +5,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::LoadedTask;
-use crate::api::{SampleSpec, TaskFilter};
+use lightsout_api::{SampleSpec, TaskFilter};
 
 /// Keeps the tasks that pass every non-empty filter list, then draws `sample.size` of them.
 ///
@@ -46,8 +46,8 @@ fn matches(filter: &TaskFilter, task: &super::Task) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::Track;
     use crate::dataset::{Bug, GroundTruth, Task};
+    use lightsout_api::Track;
 
     fn task(id: &str, language: &str, track: Track) -> LoadedTask {
         LoadedTask {

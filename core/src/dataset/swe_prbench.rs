@@ -1,5 +1,5 @@
 //! SWE-PRBench datasets in the benchmark's own layout, read as its reference harness reads them
-//! ([`crate::swe_prbench::harness::layout`]): `spec.dataset.source` names the PR list (`prs.jsonl`,
+//! ([`lightsout_swe_prbench::harness::layout`]): `spec.dataset.source` names the PR list (`prs.jsonl`,
 //! or a JSON document with `prs` / `items` or a bare list) and beside it
 //! - `annotations/{task_id}_human.json` (or `{pr_number}_human.json`): the ground truth, the
 //!   comments of `substantive_comment_ids`, else the initiating ones; a PR with none is kept and
@@ -19,9 +19,9 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::{Dataset, GroundTruth, LineError, LoadedTask, ReviewContext, Task};
-use crate::api::ContextConfig;
-use crate::swe_prbench::harness::layout::{self, full_config_name, BenchmarkLayout, EvalInput};
-use crate::swe_prbench::harness::python;
+use lightsout_api::ContextConfig;
+use lightsout_swe_prbench::harness::layout::{self, full_config_name, BenchmarkLayout, EvalInput};
+use lightsout_swe_prbench::harness::python;
 
 /// The three configurations, in the harness's default order.
 pub const CONFIGS: [ContextConfig; 3] = [ContextConfig::ConfigA, ContextConfig::ConfigB, ContextConfig::ConfigC];
@@ -69,7 +69,7 @@ pub(super) fn read(mut reader: impl BufRead, path: &Path) -> std::io::Result<Dat
 fn convert(record: &Map<String, Value>, layout: &BenchmarkLayout) -> Result<LoadedTask, String> {
     let task_id = layout::task_id_of(record).map_err(|e| e.to_string())?;
     // Checked before it is joined into any path: the harness would read outside the dataset.
-    crate::names::safe_path_component(&task_id).map_err(|e| format!("task_id {e}"))?;
+    lightsout_api::names::safe_path_component(&task_id).map_err(|e| format!("task_id {e}"))?;
     let mut contexts = std::collections::BTreeMap::new();
     let mut first: Option<EvalInput> = None;
     for config in CONFIGS {

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::{ContextConfig, Track};
-use crate::swe_prbench::harness::python;
+use lightsout_api::{ContextConfig, Track};
+use lightsout_swe_prbench::harness::python;
 
 /// What an agent may see of a task: the change under review and its context. Never the ground
 /// truth.
@@ -75,7 +75,7 @@ pub enum GroundTruth {
     Bugs { bugs: Vec<Bug> },
     /// SWE-PRBench: the annotation's ground-truth comments as the file has them (the
     /// `substantive_comment_ids`, else the initiating comments; see
-    /// [`crate::swe_prbench::harness::layout::ground_truth`]), and whether any has a severity.
+    /// [`lightsout_swe_prbench::harness::layout::ground_truth`]), and whether any has a severity.
     ReviewComments { comments: Vec<serde_json::Map<String, serde_json::Value>>, has_severity_annotations: bool },
 }
 

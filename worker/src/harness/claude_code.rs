@@ -30,7 +30,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use lightsout_core::api::ReasoningEffort;
+use lightsout_api::ReasoningEffort;
 
 use super::{file_name, find_files, AgentContext, InstallError, SessionFormat, SessionLog};
 use crate::agent_process::LaunchSpec;
@@ -204,7 +204,7 @@ pub fn session_log(ctx: &AgentContext) -> SessionLog {
 mod tests {
     use std::collections::HashMap;
 
-    use lightsout_core::api::ApiKind;
+    use lightsout_api::ApiKind;
 
     use super::*;
 
@@ -280,7 +280,7 @@ mod tests {
 
     #[test]
     fn only_anthropic_providers_are_accepted() {
-        use lightsout_core::api::{HarnessName, HarnessRef};
+        use lightsout_api::{HarnessName, HarnessRef};
         let harness = HarnessRef { name: HarnessName::ClaudeCode, version: "2.1.332".into() };
         assert!(super::super::is_available(HarnessName::ClaudeCode));
         assert!(super::super::check(&harness).is_ok());

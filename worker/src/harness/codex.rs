@@ -207,7 +207,7 @@ pub fn session_log(ctx: &AgentContext) -> SessionLog {
 
 #[cfg(test)]
 mod tests {
-    use lightsout_core::api::{ApiKind, ReasoningEffort};
+    use lightsout_api::{ApiKind, ReasoningEffort};
 
     use super::*;
 

@@ -32,7 +32,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use lightsout_core::api::ApiKind;
+use lightsout_api::ApiKind;
 
 use super::{file_name, find_files, AgentContext, InstallError, SessionFormat, SessionLog};
 use crate::agent_process::LaunchSpec;
@@ -245,7 +245,7 @@ pub fn session_log(ctx: &AgentContext) -> SessionLog {
 mod tests {
     use std::collections::HashMap;
 
-    use lightsout_core::api::ReasoningEffort;
+    use lightsout_api::ReasoningEffort;
 
     use super::*;
 

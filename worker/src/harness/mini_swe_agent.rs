@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lightsout_core::api::ApiKind;
+use lightsout_api::ApiKind;
 
 use super::{find_files, AgentContext, InstallError, SessionFormat, SessionLog};
 use crate::agent_process::LaunchSpec;

@@ -13,8 +13,8 @@ mod single_shot;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use lightsout_core::api::{ApiKind, HarnessName, HarnessRef, ReasoningEffort};
-pub use lightsout_core::trajectory::SessionFormat;
+use lightsout_api::{ApiKind, HarnessName, HarnessRef, ReasoningEffort};
+pub use lightsout_trajectory::SessionFormat;
 
 pub use single_shot::{SingleShot, VERSION as SINGLE_SHOT_VERSION};
 

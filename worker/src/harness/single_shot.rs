@@ -3,8 +3,8 @@
 //! (`ModelClient::complete_until`), so that a time limit tells the provider's hang from the
 //! model's slowness.
 
-use lightsout_core::model::{ChatRequest, Completion, DeadlineError, Endpoint, ModelClient};
 use lightsout_core::prompts::REVIEWER_SYSTEM;
+use lightsout_model::{ChatRequest, Completion, DeadlineError, Endpoint, ModelClient};
 
 pub struct SingleShot<'a> {
     pub client: &'a ModelClient,

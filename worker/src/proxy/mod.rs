@@ -26,10 +26,10 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use futures::stream::{BoxStream, Stream, StreamExt};
-use lightsout_core::api::ApiKind;
-use lightsout_core::exchange::{Exchange, ExchangeBody};
-use lightsout_core::model::{usage_of, Endpoint, StreamedAnswer, Usage};
-use lightsout_core::pricing::PricingTable;
+use lightsout_api::ApiKind;
+use lightsout_model::exchange::{Exchange, ExchangeBody};
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{usage_of, Endpoint, StreamedAnswer, Usage};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
@@ -67,7 +67,7 @@ pub struct Totals {
     /// Calls the proxy refused because the trial's budget was spent.
     pub refused: u32,
     /// Answers (errors included) that came from the scripted model server, which marks them
-    /// ([`lightsout_core::model::SCRIPTED_HEADER`]); the trial's result records that its
+    /// ([`lightsout_model::SCRIPTED_HEADER`]); the trial's result records that its
     /// numbers say nothing about a real model.
     pub scripted_answers: u32,
     /// Forwarded calls the provider failed: answered 429 or 5xx, could not be reached, stalled
@@ -437,7 +437,7 @@ async fn forward(
         }
     };
     let first_byte_ms = Some(clock.elapsed().as_millis() as u64);
-    if answer.headers().contains_key(lightsout_core::model::SCRIPTED_HEADER) {
+    if answer.headers().contains_key(lightsout_model::SCRIPTED_HEADER) {
         lock(&shared.meter).totals.scripted_answers += 1;
     }
     let status = answer.status();

@@ -200,7 +200,7 @@ async fn run_agentic_in_scratch(
         Err(e) => return infra(format!("opening the trial's directory: {e}")),
     };
     let mut refused: Vec<Refusal> = Vec::new();
-    let mut trajectory = lightsout_core::trajectory::build(&exchanges);
+    let mut trajectory = lightsout_trajectory::build(&exchanges);
     let session_log = setup.installed.session_log(&context);
     if let Some(log) = &session_log {
         if let Err(refusal) = merge_session_log(log, &files, &mut trajectory, &mut artifacts) {
@@ -211,7 +211,7 @@ async fn run_agentic_in_scratch(
         tracing::warn!(trial = %job.trial_id, "trajectory: {warning}");
     }
     let trajectory_summary = summarise(&trajectory);
-    match compress(lightsout_core::trajectory::to_jsonl(&trajectory).as_bytes()) {
+    match compress(lightsout_trajectory::to_jsonl(&trajectory).as_bytes()) {
         Ok(packed) => artifacts.push((TRAJECTORY_ARTIFACT.into(), packed)),
         Err(e) => return infra(format!("compressing the trajectory: {e}")),
     }

@@ -6,17 +6,17 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use lightsout_core::api::{ContextConfig, HarnessName, PromptPreset};
+use lightsout_api::hash::sha256_hex;
+use lightsout_api::variant::Variant;
+use lightsout_api::{ContextConfig, HarnessName, PromptPreset};
 use lightsout_core::compress::{compress, EXCHANGES_ARTIFACT, TRAJECTORY_ARTIFACT};
 use lightsout_core::dataset::Task;
 use lightsout_core::findings::{parse_review, parse_swe_prbench_answer, ParsedReview, SwePrBenchAnswer};
-use lightsout_core::hash::sha256_hex;
-use lightsout_core::model::{CallError, ChatRequest, DeadlineError, Endpoint, ModelClient, Usage};
-use lightsout_core::plan::Variant;
-use lightsout_core::pricing::PricingTable;
 use lightsout_core::prompts::{swe_prbench_retry, system_prompt};
 use lightsout_core::results::{ResultStore, RunLayout};
 use lightsout_core::trial::{Isolation, Outcome, TrajectorySummary, TrialResult, RESULT_SCHEMA};
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{CallError, ChatRequest, DeadlineError, Endpoint, ModelClient, Usage};
 use lightsout_s3::{Artifact, Uploader};
 
 use crate::agent_files::{self, AgentFiles, Refusal};
@@ -29,6 +29,7 @@ use crate::sandbox_init::Report;
 use crate::scratch;
 use crate::session_log::{merge_session_log, summarise, MAX_LOG_FILES_PER_CAP};
 use crate::uid_lease::{default_lock_dir, UidLease, AGENT_UIDS, FIRST_AGENT_UID};
+use lightsout_core::interruption::{Interruption, INTERRUPTION_SCHEMA};
 
 mod agentic;
 mod single_shot;
@@ -60,6 +61,33 @@ pub struct TrialJob {
     /// Kept up to date with every finished model call, for the record a stopped worker writes
     /// ([`crate::interruption`]).
     pub spend: SpendSoFar,
+}
+
+impl TrialJob {
+    /// The record of this run of the attempt, stopped at `interrupted_at` by `signal`, with what
+    /// its finished model calls cost so far.
+    pub fn interruption(
+        &self,
+        started_at: chrono::DateTime<chrono::Utc>,
+        interrupted_at: chrono::DateTime<chrono::Utc>,
+        signal: &str,
+    ) -> Interruption {
+        let spent = self.spend.get();
+        Interruption {
+            schema: INTERRUPTION_SCHEMA.to_string(),
+            run: self.run.clone(),
+            variant_id: self.variant.id.clone(),
+            trial_id: self.trial_id.clone(),
+            attempt: self.attempt,
+            started_at,
+            interrupted_at,
+            usage: spent.usage,
+            cost_usd: spent.cost_usd,
+            unpriced_calls: spent.unpriced_calls,
+            model_calls: spent.calls,
+            signal: signal.to_string(),
+        }
+    }
 }
 
 /// What an agentic harness needs besides the job: where it is installed, the repository to
@@ -143,7 +171,7 @@ async fn publish<S: ResultStore + Clone>(
 fn spool_dir<S: ResultStore>(store: &S, run: &str, trial: &str, attempt: u32) -> PathBuf {
     static PUBLICATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let attempt = attempt.to_string();
-    let destination = lightsout_core::hash::short_hash_fields(&[&store.uri(""), run, trial, &attempt]);
+    let destination = lightsout_api::hash::short_hash_fields(&[&store.uri(""), run, trial, &attempt]);
     let publication = PUBLICATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     spool_root().join(format!("{destination}-{}-{publication}", std::process::id()))
 }

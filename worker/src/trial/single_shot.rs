@@ -37,7 +37,7 @@ pub(super) async fn single_shot(job: &TrialJob, client: &ModelClient, pricing: &
 }
 
 /// Adds a finished single-shot call to the attempt's [`SpendSoFar`].
-fn meter(job: &TrialJob, pricing: &PricingTable, completion: &lightsout_core::model::Completion) {
+fn meter(job: &TrialJob, pricing: &PricingTable, completion: &lightsout_model::Completion) {
     job.spend.add(completion.usage, pricing.cost(&job.variant.model.name, &completion.usage), completion.attempts);
 }
 
@@ -50,7 +50,7 @@ struct CallsSpent {
 }
 
 impl CallsSpent {
-    fn add(&mut self, completion: &lightsout_core::model::Completion) {
+    fn add(&mut self, completion: &lightsout_model::Completion) {
         self.usage += completion.usage;
         self.calls += completion.attempts;
         self.scripted |= completion.scripted;
@@ -75,13 +75,13 @@ impl CallsSpent {
 }
 
 /// The SWE-PRBench reference harness's agent calls (`runner.py`, see
-/// [`lightsout_core::swe_prbench::harness::agent`]): its system prompt, the context render as
+/// [`lightsout_swe_prbench::harness::agent`]): its system prompt, the context render as
 /// the user message, up to 3 attempts while the answer is blank, then, when the answer does not
 /// parse, the retry message (render + the harness's suffix) up to 2 attempts; `max_tokens` as
 /// the harness sets it. A provider failure or the time limit ends the sequence as any trial's
 /// call (the harness would count it as a failed attempt; here it is never the model's doing).
 async fn swe_prbench_single_shot(job: &TrialJob, client: &ModelClient, pricing: &PricingTable) -> AgentRun {
-    use lightsout_core::swe_prbench::harness::agent::{run_agent, AgentCallKind, DEFAULT_AGENT_MAX_TOKENS};
+    use lightsout_swe_prbench::harness::agent::{run_agent, AgentCallKind, DEFAULT_AGENT_MAX_TOKENS};
     let harness = SingleShot { client, endpoint: &job.endpoint };
     let deadline = tokio::time::Instant::now() + job.timeout;
     let config = lightsout_core::dataset::swe_prbench::config_or_default(job.context_config);

@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lightsout_core::model::{RateLimitPolicy, RetryPolicy};
-use lightsout_core::pricing::PricingTable;
-use lightsout_core::validate::parse_run;
+use lightsout_api::validate::parse_run;
+use lightsout_model::pricing::PricingTable;
+use lightsout_model::{RateLimitPolicy, RetryPolicy};
 use lightsout_scripted::{Faults, ScriptedConfig, ScriptedServer};
 use lightsout_worker::local::{run_local, Event, LocalRun, LocalRunReport, SandboxCommand};
 use serde_json::Value;
@@ -40,7 +40,7 @@ pub fn e2e_config(yaml: &str, origin: &str, results: &Path, sandboxed: bool) -> 
         retry_delay: Duration::from_millis(10),
         model_retry: RetryPolicy::default(),
         model_rate_limits: RateLimitPolicy::default(),
-        provider_stall_timeout: lightsout_core::model::DEFAULT_STALL_TIMEOUT,
+        provider_stall_timeout: lightsout_model::DEFAULT_STALL_TIMEOUT,
         harness_root: lightsout_worker::harness::default_root(),
         sandbox: sandboxed.then(|| SandboxCommand {
             program: env!("CARGO_BIN_EXE_lightsout-worker").into(),
