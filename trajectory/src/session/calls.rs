@@ -57,3 +57,17 @@ pub struct SessionParse {
     /// What could not be read, each naming the file and the line.
     pub warnings: Vec<String>,
 }
+
+/// `(id, name, exit_code, is_error, output_bytes)` of a call, as the readers' tests compare them.
+#[cfg(test)]
+pub(crate) type CallRow<'a> = (&'a str, &'a str, Option<i64>, Option<bool>, Option<u64>);
+
+#[cfg(test)]
+impl SessionParse {
+    pub(crate) fn call_rows(&self) -> Vec<CallRow<'_>> {
+        self.calls
+            .iter()
+            .map(|c| (c.id.as_deref().unwrap(), c.name.as_str(), c.exit_code, c.is_error, c.output_bytes))
+            .collect()
+    }
+}

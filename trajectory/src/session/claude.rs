@@ -87,11 +87,7 @@ mod tests {
     fn reads_bash_calls_with_their_results() {
         let parsed = parse_session(SessionFormat::ClaudeCode, &[("s.jsonl".into(), SESSION.into())]);
         assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
-        let calls: Vec<_> = parsed
-            .calls
-            .iter()
-            .map(|c| (c.id.as_deref().unwrap(), c.name.as_str(), c.exit_code, c.is_error, c.output_bytes))
-            .collect();
+        let calls = parsed.call_rows();
         assert_eq!(
             calls,
             [

@@ -129,11 +129,7 @@ mod tests {
     fn reads_commands_with_their_exit_codes() {
         let parsed = parse_session(SessionFormat::CodexRollout, &[("rollout.jsonl".into(), ROLLOUT.into())]);
         assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
-        let calls: Vec<_> = parsed
-            .calls
-            .iter()
-            .map(|c| (c.id.as_deref().unwrap(), c.name.as_str(), c.exit_code, c.is_error, c.output_bytes))
-            .collect();
+        let calls = parsed.call_rows();
         assert_eq!(
             calls,
             [

@@ -99,11 +99,7 @@ mod tests {
     fn reads_actions_and_their_return_codes() {
         let parsed = parse_session(SessionFormat::MiniSweAgent, &[("t.json".into(), TRAJECTORY.into())]);
         assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
-        let calls: Vec<_> = parsed
-            .calls
-            .iter()
-            .map(|c| (c.id.as_deref().unwrap(), c.name.as_str(), c.exit_code, c.is_error, c.output_bytes))
-            .collect();
+        let calls = parsed.call_rows();
         let git_failed = "fatal: not a git repository (or any of the parent directories): .git\n".len() as u64;
         assert_eq!(
             calls,
